@@ -1,0 +1,153 @@
+/**
+ * `loadTasks(data)`: the one entry point stages use. Dispatches on `data.source`, then applies the
+ * seeded shuffle and `max_samples`.
+ *
+ * Order of operations: load every record (a bad one throws, even past `max_samples`), check that ids
+ * are unique, shuffle with mulberry32(`shuffle_seed`) when a seed is set (see random.ts), then keep the
+ * first `max_samples`. So a seed plus `max_samples` gives a random subset that is the same on every run;
+ * no seed gives the first `max_samples` in file order.
+ */
+import { UserError } from "../errors.ts";
+import { generateArithmeticTasks } from "./arithmetic.ts";
+import { type FieldMap, loadGeneric } from "./generic.ts";
+import { loadGsm8k } from "./gsm8k.ts";
+import { loadMbpp } from "./mbpp.ts";
+import { shuffled } from "./random.ts";
+import type { Task } from "./task.ts";
+
+/** The dataset kinds `data.source` can name. */
+export const DATA_SOURCES = ["gsm8k", "mbpp", "mbpp_sanitized", "arithmetic", "jsonl", "parquet"] as const;
+export type DataSource = typeof DATA_SOURCES[number];
+
+/** Synthetic arithmetic settings (`data.arithmetic`), snake_case as in config.yaml. */
+export interface ArithmeticConfig {
+  num_tasks: number;
+  seed: number;
+  min_operands: number;
+  max_operands: number;
+  max_value: number;
+}
+
+/** The `data` section of config.yaml, as far as loading is concerned. */
+export interface DataConfig {
+  /** Which loader reads `path` (or, for `arithmetic`, which generator runs). */
+  source: DataSource;
+  /** The dataset file; required for every source but `arithmetic`. */
+  path?: string | null;
+  /** Keep at most this many tasks (after the shuffle); null or absent keeps all. */
+  max_samples?: number | null;
+  /** Seed of the shuffle; null or absent keeps file order. */
+  shuffle_seed?: number | null;
+  /** Field mapping for `jsonl` and `parquet` sources. */
+  fields?: FieldMap | null;
+  /** Generator settings for `arithmetic`; missing keys take `ARITHMETIC_DEFAULTS`. */
+  arithmetic?: Partial<ArithmeticConfig> | null;
+}
+
+/** Defaults of the synthetic arithmetic task. */
+export const ARITHMETIC_DEFAULTS: ArithmeticConfig = {
+  num_tasks: 200,
+  seed: 0,
+  min_operands: 2,
+  max_operands: 4,
+  max_value: 9999,
+};
+
+/** Loads the tasks `data` describes, shuffled and truncated as it says. */
+export async function loadTasks(data: DataConfig): Promise<Task[]> {
+  const all = await loadSource(data);
+  checkUniqueIds(all, data);
+  return selectTasks(all, data);
+}
+
+/** Applies the seeded shuffle, then `max_samples` (exported for callers that hold tasks already). */
+export function selectTasks(
+  tasks: readonly Task[],
+  data: Pick<DataConfig, "max_samples" | "shuffle_seed">,
+): Task[] {
+  const ordered = data.shuffle_seed === null || data.shuffle_seed === undefined
+    ? tasks.slice()
+    : shuffled(tasks, data.shuffle_seed);
+  return data.max_samples === null || data.max_samples === undefined
+    ? ordered
+    : ordered.slice(0, data.max_samples);
+}
+
+function loadSource(data: DataConfig): Promise<Task[]> {
+  switch (data.source) {
+    case "gsm8k":
+      return loadGsm8k(requirePath(data));
+    case "mbpp":
+      return loadMbpp(requirePath(data), { variant: "full" });
+    case "mbpp_sanitized":
+      return loadMbpp(requirePath(data), { variant: "sanitized" });
+    case "jsonl":
+    case "parquet":
+      return loadGeneric(requirePath(data, data.source), { fields: requireFields(data) });
+    case "arithmetic":
+      return Promise.resolve(arithmeticTasks(data.arithmetic ?? {}));
+    default:
+      throw new UserError("data.source", {
+        value: data.source,
+        why: `it is not a known dataset kind`,
+        fix: `use one of ${DATA_SOURCES.join(", ")}`,
+      });
+  }
+}
+
+function arithmeticTasks(partial: Partial<ArithmeticConfig>): Task[] {
+  const c = { ...ARITHMETIC_DEFAULTS, ...partial };
+  return generateArithmeticTasks({
+    numTasks: c.num_tasks,
+    seed: c.seed,
+    minOperands: c.min_operands,
+    maxOperands: c.max_operands,
+    maxValue: c.max_value,
+  });
+}
+
+const EXTENSIONS: Record<"jsonl" | "parquet", RegExp> = { jsonl: /\.jsonl?$/i, parquet: /\.parquet$/i };
+
+/** `data.path`, which must be set; for `jsonl` / `parquet` sources its extension must match. */
+function requirePath(data: DataConfig, format?: "jsonl" | "parquet"): string {
+  if (!data.path) {
+    throw new UserError("data.path", {
+      value: data.path ?? null,
+      why: `source "${data.source}" reads a file and no path is set`,
+      fix: "set data.path to a .jsonl or .parquet file (e.g. --data.path=data/gsm8k_sample.jsonl)",
+    });
+  }
+  if (format && !EXTENSIONS[format].test(data.path)) {
+    throw new UserError("data.path", {
+      value: data.path,
+      why: `source "${format}" expects a ${format === "jsonl" ? ".jsonl or .json" : ".parquet"} file`,
+      fix: "set data.source to match the file (jsonl or parquet)",
+    });
+  }
+  return data.path;
+}
+
+function requireFields(data: DataConfig): FieldMap {
+  if (data.fields && typeof data.fields.prompt === "string" && data.fields.prompt !== "") return data.fields;
+  throw new UserError("data.fields.prompt", {
+    value: data.fields?.prompt ?? null,
+    why: `source "${data.source}" needs to know which field holds the prompt`,
+    fix: "set data.fields.prompt (and optionally data.fields.id, data.fields.answer) to field names",
+  });
+}
+
+/** Two tasks with one id would be scored and grouped together; refuse that. */
+function checkUniqueIds(tasks: Task[], data: DataConfig): void {
+  const seen = new Set<string>();
+  for (const task of tasks) {
+    if (!seen.has(task.id)) {
+      seen.add(task.id);
+      continue;
+    }
+    throw new UserError(`${data.path ?? data.source}: task id`, {
+      value: task.id,
+      why: "two records have the same id",
+      fix: "make the id field unique, or unset data.fields.id to number the records",
+    });
+  }
+}
