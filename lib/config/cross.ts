@@ -1,0 +1,91 @@
+/**
+ * Rules that involve more than one key. Each rule is a small function that throws a one-line
+ * `UserError` naming the key to change; all run in `validateConfig`, before any model loads.
+ */
+import { UserError } from "../errors.ts";
+import { type Config, GROUP_ESTIMATORS } from "./schema.ts";
+
+type Rule = (config: Config) => void;
+
+/** GRPO-style estimators compare samples of one task: a group of one has no baseline. */
+const groupSize: Rule = ({ rollout, mask }) => {
+  if (GROUP_ESTIMATORS.includes(mask.estimator) && rollout.group_size < 2) {
+    throw new UserError("config key rollout.group_size", {
+      value: rollout.group_size,
+      why: `mask.estimator ${mask.estimator} compares episodes within a group, so it needs at least 2`,
+      fix: "set rollout.group_size to 2 or more (8 is typical), or mask.estimator to gae",
+    });
+  }
+};
+
+/** One turn cannot sample more tokens than the whole episode may hold. */
+const turnFitsContext: Rule = ({ rollout: { generation } }) => {
+  if (generation.max_new_tokens > generation.max_total_tokens) {
+    throw new UserError("config key rollout.generation.max_new_tokens", {
+      value: generation.max_new_tokens,
+      why: `above rollout.generation.max_total_tokens (${generation.max_total_tokens})`,
+      fix: "lower rollout.generation.max_new_tokens or raise rollout.generation.max_total_tokens",
+    });
+  }
+};
+
+/** Model-written code runs unsandboxed only when the user says so explicitly. */
+const sandboxOptIn: Rule = ({ rollout: { tools }, score }) => {
+  const runsCode = tools.enabled.includes("execute_code") || score.rewards.code_exec !== undefined;
+  if (tools.sandbox === "none" && runsCode && !tools.unsafe_no_sandbox) {
+    throw new UserError("config key rollout.tools.sandbox", {
+      value: "none",
+      why:
+        "model-written code (execute_code or the code_exec reward) would run unsandboxed with your permissions",
+      fix:
+        "set rollout.tools.sandbox to bwrap, or set rollout.tools.unsafe_no_sandbox to true to accept the risk",
+    });
+  }
+};
+
+/** read_file needs a directory to confine it to. */
+const readFileRoot: Rule = ({ rollout: { tools } }) => {
+  if (tools.enabled.includes("read_file") && tools.read_file_root === null) {
+    throw new UserError("config key rollout.tools.read_file_root", {
+      value: null,
+      why: "read_file is enabled but has no directory to read from",
+      fix: "set rollout.tools.read_file_root to a directory, or remove read_file from rollout.tools.enabled",
+    });
+  }
+};
+
+/** Generic files need a path; the named datasets fall back to the samples in data/. */
+const dataPath: Rule = ({ data }) => {
+  if ((data.source === "jsonl" || data.source === "parquet") && data.path === null) {
+    throw new UserError("config key data.path", {
+      value: null,
+      why: `data.source ${data.source} reads a file, and none is named`,
+      fix: `set data.path to a .${data.source} file (see data.fields for its column names)`,
+    });
+  }
+};
+
+/** The synthetic generator's ranges must not be empty. */
+const arithmeticRanges: Rule = ({ data: { arithmetic } }) => {
+  const pairs: Array<[string, number, string, number]> = [
+    ["min_operands", arithmetic.min_operands, "max_operands", arithmetic.max_operands],
+    ["min_value", arithmetic.min_value, "max_value", arithmetic.max_value],
+  ];
+  for (const [lowKey, low, highKey, high] of pairs) {
+    if (low > high) {
+      throw new UserError(`config key data.arithmetic.${lowKey}`, {
+        value: low,
+        why: `above data.arithmetic.${highKey} (${high})`,
+        fix: `set data.arithmetic.${lowKey} <= data.arithmetic.${highKey}`,
+      });
+    }
+  }
+};
+
+/** Every cross-field rule, run in this order. */
+const RULES: Rule[] = [groupSize, turnFitsContext, sandboxOptIn, readFileRoot, dataPath, arithmeticRanges];
+
+/** Throws the first cross-field violation as a `UserError`. */
+export function checkCrossFields(config: Config): void {
+  for (const rule of RULES) rule(config);
+}

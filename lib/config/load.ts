@@ -1,0 +1,84 @@
+/**
+ * `loadConfig`: read the YAML file (the repository's `config.yaml` by default), validate it, apply
+ * `--section.key=value` overrides, validate again (cross-field rules see the final values), and hash
+ * the result. Every failure is a one-line `UserError` raised before any model loads.
+ */
+import { parse } from "@std/yaml";
+import { UserError } from "../errors.ts";
+import type { Config } from "./schema.ts";
+import { validateConfig } from "./validate.ts";
+import { applyOverrides } from "./overrides.ts";
+import { configHash } from "./hash.ts";
+
+export { configHelp } from "./help.ts";
+
+/** The repository's `config.yaml`, found relative to this module so any working directory works. */
+export const DEFAULT_CONFIG_FILE: string = new URL("../../config.yaml", import.meta.url).pathname;
+
+export interface LoadOptions {
+  /** YAML file to read; default the repository's config.yaml. Ignored when `text` is given. */
+  file?: string;
+  /** YAML text to use instead of a file (tests, notebooks). */
+  text?: string;
+  /** `[dotted.key, value]` pairs, applied in order after the file. */
+  overrides?: Array<[string, string]>;
+}
+
+export interface LoadedConfig {
+  config: Config;
+  /** sha256 hex of the resolved configuration's canonical JSON. */
+  hash: string;
+  /** Where the YAML came from: a file path, or `<text>`. */
+  source: string;
+}
+
+/** Loads, validates, overrides and hashes a configuration. */
+export async function loadConfig(opts: LoadOptions = {}): Promise<LoadedConfig> {
+  const source = opts.text !== undefined ? "<text>" : opts.file ?? DEFAULT_CONFIG_FILE;
+  const text = opts.text ?? await readConfigFile(source);
+  const fromFile = withSource(source, () => validateConfig(parseYaml(text, source)));
+  const overridden = applyOverrides(fromFile, opts.overrides ?? []);
+  const config = validateConfig(overridden);
+  return { config, hash: configHash(config), source };
+}
+
+async function readConfigFile(path: string): Promise<string> {
+  try {
+    return await Deno.readTextFile(path);
+  } catch (error) {
+    const missing = error instanceof Deno.errors.NotFound;
+    throw new UserError(`config file ${path}`, {
+      why: missing ? "no such file" : `cannot be read (${(error as Error).message})`,
+      fix: missing
+        ? "check the --config path, or leave --config out to use the repository's config.yaml"
+        : "check the file's permissions",
+    });
+  }
+}
+
+/** Parses YAML; a syntax error names the file, line and column. */
+function parseYaml(text: string, source: string): unknown {
+  try {
+    return parse(text);
+  } catch (error) {
+    const err = error as Error & { linePos?: Array<{ line: number; col: number }> };
+    const at = err.linePos?.[0];
+    const where = at ? `${source}:${at.line}:${at.col}` : source;
+    throw new UserError(`config file ${where}`, {
+      why: `invalid YAML: ${err.message.split("\n")[0].replace(/ at line \d+, column \d+:?$/, "")}`,
+      fix: `fix the YAML at line ${
+        at?.line ?? "?"
+      } of ${source} (indent with spaces; quote values holding ': ' or '#')`,
+    });
+  }
+}
+
+/** Prefixes a validation error with the file it came from, so the user knows which file to edit. */
+function withSource<T>(source: string, body: () => T): T {
+  try {
+    return body();
+  } catch (error) {
+    if (!(error instanceof UserError)) throw error;
+    throw new UserError(`${source}: ${error.what}`, error.parts);
+  }
+}

@@ -1,0 +1,52 @@
+/** Schema of the `loop`, `eval` and `bench` sections (see schema.ts). */
+import { float, int, listOf, str } from "../fields.ts";
+/** Qwen3's context window: no token budget may exceed it. */
+export const MAX_CONTEXT = 131072;
+
+export const loop = {
+  steps: int({ default: 20, min: 1, doc: "rollout -> score -> mask -> train steps to run" }),
+  run_dir: str({
+    default: "runs/demo",
+    doc: "run directory (config snapshot, step-NNNN/ files, adapters/, latest pointer)",
+  }),
+  save_every: int({ default: 10, min: 0, doc: "save the adapter every N steps; 0 = only at the end" }),
+  eval_every: int({ default: 10, min: 0, doc: "evaluate every N steps; 0 = never" }),
+};
+
+export const evaluation = {
+  num_tasks: int({
+    default: 64,
+    min: 1,
+    doc: "tasks per evaluation (taken from the data set after shuffling)",
+  }),
+  temperature: float({
+    default: 0.0,
+    min: 0,
+    max: 10,
+    doc: "sampling temperature for evaluation; 0 = greedy",
+  }),
+  seed: int({ default: 0, min: 0, doc: "sampling seed when temperature > 0" }),
+};
+
+export const bench = {
+  models: listOf<string>({
+    item: { kind: "string" },
+    default: ["tiny", "qwen3-0.6b"],
+    minItems: 1,
+    doc: "model directories, or built-in random shapes: tiny, qwen3-0.6b",
+  }),
+  batches: listOf<number>({
+    item: { kind: "int", min: 1, max: 4096 },
+    default: [1, 8, 32],
+    minItems: 1,
+    doc: "batch sizes to measure",
+  }),
+  prompt_tokens: int({ default: 128, min: 1, max: MAX_CONTEXT, doc: "prompt length per sequence" }),
+  decode_tokens: int({ default: 64, min: 1, max: MAX_CONTEXT, doc: "tokens decoded per sequence" }),
+  repeats: int({
+    default: 3,
+    min: 1,
+    max: 1000,
+    doc: "timed repetitions (after one warm-up); the median is reported",
+  }),
+};

@@ -1,0 +1,110 @@
+/** Schema of the `train` section: LoRA, optimizer, schedule, loss (see schema.ts). */
+import { bool, choice, float, int, listOf, subset } from "../fields.ts";
+import { MAX_CONTEXT } from "./run.ts";
+
+export const LORA_TARGETS = ["q", "k", "v", "o", "gate", "up", "down"] as const;
+export const OPTIMIZERS = ["adamw", "sgd"] as const;
+export const SCHEDULES = ["constant", "cosine", "linear"] as const;
+export const AGGREGATIONS = ["token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm", "sft"] as const;
+
+const lora = {
+  r: int({ default: 16, min: 1, max: 4096, doc: "LoRA rank" }),
+  alpha: float({
+    default: 32,
+    min: 0,
+    minOpen: true,
+    doc: "LoRA alpha; the update is scaled by alpha / r (alpha / sqrt(r) with rslora)",
+  }),
+  dropout: float({
+    default: 0,
+    min: 0,
+    max: 0,
+    doc: "LoRA dropout; must be 0 so that log-probs are exact and repeatable",
+  }),
+  targets: subset({
+    choices: LORA_TARGETS,
+    default: ["q", "k", "v", "o", "gate", "up", "down"],
+    minItems: 1,
+    doc: "projections that get adapters",
+  }),
+  rslora: bool({ default: false, doc: "rank-stabilized LoRA scaling (alpha / sqrt(r))" }),
+};
+
+const optimizer = {
+  name: choice({
+    choices: OPTIMIZERS,
+    default: "adamw",
+    doc: "optimizer (adamw: bias-corrected, decoupled weight decay)",
+  }),
+  lr: float({ default: 5e-5, min: 0, minOpen: true, max: 10, doc: "peak learning rate" }),
+  betas: listOf<number>({
+    item: { kind: "float", min: 0, max: 1, maxOpen: true },
+    default: [0.9, 0.999],
+    minItems: 2,
+    maxItems: 2,
+    doc: "adamw beta1, beta2",
+  }),
+  eps: float({ default: 1e-8, min: 0, minOpen: true, max: 1, doc: "adamw epsilon" }),
+  weight_decay: float({ default: 0.0, min: 0, max: 1, doc: "decoupled weight decay (adamw) or L2 (sgd)" }),
+  max_grad_norm: float({ default: 1.0, min: 0, doc: "clip the global gradient norm to this; 0 = off" }),
+};
+
+const schedule = {
+  name: choice({
+    choices: SCHEDULES,
+    default: "constant",
+    doc: "learning-rate schedule after warm-up, over loop.steps optimizer steps",
+  }),
+  warmup_steps: int({
+    default: 0,
+    min: 0,
+    doc: "linear warm-up from 0 to lr over this many optimizer steps",
+  }),
+  min_lr_ratio: float({ default: 0.0, min: 0, max: 1, doc: "cosine / linear decay ends at lr x this" }),
+};
+
+const loss = {
+  aggregation: choice({
+    choices: AGGREGATIONS,
+    default: "token_mean",
+    doc: "how token losses become the batch loss (see DESIGN.md); sft = negative log-likelihood",
+  }),
+  eps_low: float({ default: 0.2, min: 0, max: 1, maxOpen: true, doc: "ratio clip below: 1 - eps_low" }),
+  eps_high: float({
+    default: 0.2,
+    min: 0,
+    max: 10,
+    doc: "ratio clip above: 1 + eps_high (DAPO's clip-higher uses 0.28)",
+  }),
+  beta: float({
+    default: 0.0,
+    min: 0,
+    doc: "k3 KL weight against the base model (adapter off); 0 = no reference pass",
+  }),
+  max_response_tokens: int({
+    default: null,
+    nullable: true,
+    min: 1,
+    max: MAX_CONTEXT,
+    doc: "seq_mean_token_sum_norm divisor; null = rollout.generation.max_total_tokens",
+  }),
+};
+
+export const train = {
+  lora,
+  optimizer,
+  schedule,
+  loss,
+  micro_batch_tokens: int({
+    default: 4096,
+    min: 16,
+    doc: "token budget of one forward + backward; gradients accumulate over micro-batches",
+  }),
+  num_iterations: int({
+    default: 1,
+    min: 1,
+    max: 64,
+    doc: "optimizer passes over one batch, old log-probs held fixed (GRPO's mu)",
+  }),
+  seed: int({ default: 0, min: 0, doc: "seed for LoRA initialization and micro-batch order" }),
+};
