@@ -159,7 +159,7 @@ export function unknownKey(path: string, valid: readonly string[], elsewhere: st
   const suggestion = guess
     ? `rename it to ${path.replace(/[^.]+$/, guess)}`
     : elsewhere.length > 0
-    ? `did you mean ${elsewhere.join(" or ")}? move it there`
+    ? `use ${elsewhere.join(" or ")} instead (the key belongs to another section)`
     : `remove it or use one of the valid keys`;
   return new UserError(`config: unknown key ${path}`, {
     why: `valid keys in ${parent}: ${valid.join(", ")}${guess ? ` (did you mean ${guess}?)` : ""}`,

@@ -54,36 +54,30 @@ const readFileRoot: Rule = ({ rollout: { tools } }) => {
   }
 };
 
-/** Generic files need a path; the named datasets fall back to the samples in data/. */
+/** Every source but the generator reads a file. */
 const dataPath: Rule = ({ data }) => {
-  if ((data.source === "jsonl" || data.source === "parquet") && data.path === null) {
+  if (data.source !== "arithmetic" && data.path === null) {
     throw new UserError("config key data.path", {
       value: null,
       why: `data.source ${data.source} reads a file, and none is named`,
-      fix: `set data.path to a .${data.source} file (see data.fields for its column names)`,
+      fix: "set data.path to a .jsonl or .parquet file, e.g. --data.path=data/gsm8k_sample.jsonl",
     });
   }
 };
 
-/** The synthetic generator's ranges must not be empty. */
-const arithmeticRanges: Rule = ({ data: { arithmetic } }) => {
-  const pairs: Array<[string, number, string, number]> = [
-    ["min_operands", arithmetic.min_operands, "max_operands", arithmetic.max_operands],
-    ["min_value", arithmetic.min_value, "max_value", arithmetic.max_value],
-  ];
-  for (const [lowKey, low, highKey, high] of pairs) {
-    if (low > high) {
-      throw new UserError(`config key data.arithmetic.${lowKey}`, {
-        value: low,
-        why: `above data.arithmetic.${highKey} (${high})`,
-        fix: `set data.arithmetic.${lowKey} <= data.arithmetic.${highKey}`,
-      });
-    }
+/** The generator's operand-count range must not be empty. */
+const arithmeticRange: Rule = ({ data: { arithmetic } }) => {
+  if (arithmetic.min_operands > arithmetic.max_operands) {
+    throw new UserError("config key data.arithmetic.min_operands", {
+      value: arithmetic.min_operands,
+      why: `above data.arithmetic.max_operands (${arithmetic.max_operands})`,
+      fix: "set data.arithmetic.min_operands <= data.arithmetic.max_operands",
+    });
   }
 };
 
 /** Every cross-field rule, run in this order. */
-const RULES: Rule[] = [groupSize, turnFitsContext, sandboxOptIn, readFileRoot, dataPath, arithmeticRanges];
+const RULES: Rule[] = [groupSize, turnFitsContext, sandboxOptIn, readFileRoot, dataPath, arithmeticRange];
 
 /** Throws the first cross-field violation as a `UserError`. */
 export function checkCrossFields(config: Config): void {

@@ -3,6 +3,7 @@
  * `--section.key=value` overrides, validate again (cross-field rules see the final values), and hash
  * the result. Every failure is a one-line `UserError` raised before any model loads.
  */
+import { fileURLToPath } from "node:url";
 import { parse } from "@std/yaml";
 import { UserError } from "../errors.ts";
 import type { Config } from "./schema.ts";
@@ -13,7 +14,7 @@ import { configHash } from "./hash.ts";
 export { configHelp } from "./help.ts";
 
 /** The repository's `config.yaml`, found relative to this module so any working directory works. */
-export const DEFAULT_CONFIG_FILE: string = new URL("../../config.yaml", import.meta.url).pathname;
+export const DEFAULT_CONFIG_FILE: string = fileURLToPath(new URL("../../config.yaml", import.meta.url));
 
 export interface LoadOptions {
   /** YAML file to read; default the repository's config.yaml. Ignored when `text` is given. */
@@ -36,7 +37,8 @@ export interface LoadedConfig {
 export async function loadConfig(opts: LoadOptions = {}): Promise<LoadedConfig> {
   const source = opts.text !== undefined ? "<text>" : opts.file ?? DEFAULT_CONFIG_FILE;
   const text = opts.text ?? await readConfigFile(source);
-  const fromFile = withSource(source, () => validateConfig(parseYaml(text, source)));
+  const raw = parseYaml(text, source);
+  const fromFile = withSource(source, () => validateConfig(raw));
   const overridden = applyOverrides(fromFile, opts.overrides ?? []);
   const config = validateConfig(overridden);
   return { config, hash: configHash(config), source };
@@ -79,6 +81,6 @@ function withSource<T>(source: string, body: () => T): T {
     return body();
   } catch (error) {
     if (!(error instanceof UserError)) throw error;
-    throw new UserError(`${source}: ${error.what}`, error.parts);
+    throw new UserError(`${source}: ${error.what.replace(/^config: /, "")}`, error.parts);
   }
 }

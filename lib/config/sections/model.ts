@@ -1,8 +1,8 @@
 /** Schema of the `model` and `data` sections (see schema.ts). */
-import { choice, int, str, subset } from "../fields.ts";
+import { choice, int, str } from "../fields.ts";
+
 export const EXECUTION_PROVIDERS = ["cpu", "webgpu", "cuda"] as const;
 export const DATA_SOURCES = ["gsm8k", "mbpp", "mbpp_sanitized", "arithmetic", "jsonl", "parquet"] as const;
-export const ARITHMETIC_OPERATORS = ["add", "sub", "mul", "div"] as const;
 
 export const model = {
   path: str({
@@ -36,10 +36,14 @@ export const data = {
   path: str({
     default: null,
     nullable: true,
-    doc:
-      "task file (.jsonl or .parquet); null = the sample set in data/ (gsm8k, mbpp) or generated (arithmetic)",
+    doc: "dataset file (.jsonl or .parquet); required for every source but arithmetic",
   }),
-  max_samples: int({ default: 0, min: 0, doc: "use at most this many tasks; 0 = all" }),
+  max_samples: int({
+    default: null,
+    min: 1,
+    nullable: true,
+    doc: "keep at most this many tasks (after the shuffle); null = all",
+  }),
   shuffle_seed: int({
     default: 0,
     min: 0,
@@ -48,12 +52,16 @@ export const data = {
   }),
   fields: {
     id: str({
-      default: "id",
+      default: null,
       nullable: true,
-      doc: "column holding the task id (jsonl/parquet); null = row number",
+      doc: "field holding a unique task id (jsonl/parquet); null = file name and row number",
     }),
-    prompt: str({ default: "prompt", doc: "column holding the user prompt (jsonl/parquet)" }),
-    answer: str({ default: "answer", doc: "column holding the reference answer (jsonl/parquet)" }),
+    prompt: str({ default: "prompt", doc: "field holding the user message (jsonl/parquet)" }),
+    answer: str({
+      default: "answer",
+      nullable: true,
+      doc: "field holding the reference final answer (jsonl/parquet); null = none",
+    }),
   },
   system_prompt: str({
     default:
@@ -63,22 +71,20 @@ export const data = {
     doc: "system message before every task; null = none (the chat template still adds the tool list)",
   }),
   arithmetic: {
-    num_tasks: int({ default: 256, min: 1, max: 1_000_000, doc: "how many synthetic tasks to generate" }),
+    num_tasks: int({ default: 200, min: 1, max: 1_000_000, doc: "how many synthetic tasks to generate" }),
     seed: int({ default: 0, min: 0, doc: "generator seed (the same seed gives the same tasks)" }),
-    min_operands: int({ default: 2, min: 2, max: 16, doc: "fewest numbers in one expression" }),
-    max_operands: int({ default: 3, min: 2, max: 16, doc: "most numbers in one expression" }),
-    min_value: int({ default: 10, min: 0, doc: "smallest operand" }),
+    min_operands: int({ default: 2, min: 2, max: 16, doc: "fewest operands in one expression" }),
+    max_operands: int({
+      default: 4,
+      min: 2,
+      max: 16,
+      doc: "most operands in one expression (+, -, *, / with exact results)",
+    }),
     max_value: int({
       default: 9999,
-      min: 1,
-      max: 1e12,
-      doc: "largest operand (large enough that the calculator pays off)",
-    }),
-    operators: subset({
-      choices: ARITHMETIC_OPERATORS,
-      default: ["add", "sub", "mul"],
-      minItems: 1,
-      doc: "operators to draw from (div gives exact quotients only)",
+      min: 2,
+      max: 1_000_000,
+      doc: "largest operand (operands are integers from 1; large enough that the calculator pays off)",
     }),
   },
 };
