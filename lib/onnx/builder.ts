@@ -1,0 +1,384 @@
+/**
+ * A graph builder with named values, symbolic dims, scopes and Loop/If subgraphs.
+ *
+ * ```ts
+ * const g = new GraphBuilder("mlp");
+ * const x = g.input("x", "float32", ["B", 4]);          // [B, 4]
+ * const w = g.initializer("w", new Float32Array(12), [4, 3]);
+ * const y = g.op("MatMul", [x, w]);                      // [B, 3]
+ * g.output(y, "y");
+ * const bytes = g.toModel();                             // ONNX ModelProto bytes
+ * ```
+ *
+ * Names are global across a model and its subgraphs (ONNX forbids a subgraph from shadowing an outer
+ * name), so a sub-builder shares its root's name table; its constants are hoisted to the root graph.
+ */
+
+import {
+  type AttrValue,
+  type Dim,
+  encodeModel,
+  type ExternalRef,
+  type GraphData,
+  type NodeData,
+} from "./proto.ts";
+import type { OpsetId, TensorData, TensorInfo } from "./proto.ts";
+import { arrayOf, type DType, DTYPE_BYTES, dtypeOfArray, rawBytes, type TensorArray } from "./dtype.ts";
+
+/** A named tensor in a graph; dtype and shape are tracked where the emitter knows them. */
+export interface Value {
+  readonly name: string;
+  readonly dtype?: DType;
+  readonly shape?: readonly Dim[];
+}
+
+/** A node input: `null` or `undefined` leaves an optional input out (encoded as `""`). */
+export type Input = Value | null | undefined;
+
+/** A node as recorded by the builder, for inspection and for the reverse (autodiff) walk. */
+export interface NodeRecord {
+  readonly opType: string;
+  readonly domain: string;
+  readonly name: string;
+  readonly inputs: readonly (Value | null)[];
+  readonly outputs: readonly Value[];
+  readonly attrs: Readonly<Record<string, AttrValue>>;
+}
+
+/** Options of `GraphBuilder.op`. */
+export interface OpOptions {
+  /** Operator set domain; `""` (default ONNX) unless given, e.g. `"com.microsoft"`. */
+  domain?: string;
+  /** Readable base name of the node and its outputs (deduplicated, prefixed by the scope). */
+  name?: string;
+  /** Output dtype(s) for tracking; defaults to the first input's dtype. */
+  dtype?: DType | readonly (DType | undefined)[];
+  /** Output shape(s) for tracking, where known. */
+  shape?: readonly Dim[] | readonly (readonly Dim[] | undefined)[];
+}
+
+/** Options of `GraphBuilder.toModel`. */
+export interface ModelOptions {
+  /** Opset per domain; the defaults are `{"": 21, "com.microsoft": 1}` for the domains in use. */
+  opsets?: Readonly<Record<string, number>>;
+  /** Overrides the IR version implied by the default-domain opset. */
+  irVersion?: number;
+  doc?: string;
+  metadata?: Readonly<Record<string, string>>;
+}
+
+/**
+ * Default ONNX opset. 21 rather than the newest because every op we use is unchanged since, and
+ * execution providers (WebGPU, CUDA) register kernels for it; `toModel({opsets: {"": 23}})` opts in
+ * to newer ones (onnxruntime 1.30 accepts up to 26, with IR version 13).
+ */
+export const DEFAULT_OPSET = 21;
+
+/** The IR version of the ONNX release that introduced each opset (onnxruntime 1.30 reads IR ≤ 13). */
+export function irVersionFor(opset: number): number {
+  if (opset <= 20) return 9;
+  if (opset <= 22) return 10;
+  if (opset === 23) return 11;
+  if (opset <= 25) return 12;
+  return 13;
+}
+
+/** Name table and constant cache shared by a root graph and all its subgraphs. */
+class Shared {
+  readonly used = new Set<string>();
+  readonly initializers: TensorData[] = [];
+  readonly constants = new Map<string, Value>();
+
+  /** `base`, or `base_1`, `base_2`, … whichever is free first. */
+  fresh(base: string): string {
+    let name = base;
+    for (let k = 1; this.used.has(name); k++) name = `${base}_${k}`;
+    this.used.add(name);
+    return name;
+  }
+
+  /** Claims an exact name (graph inputs, outputs, initializers); a clash is a bug in the caller. */
+  claim(name: string): string {
+    if (this.used.has(name)) throw new Error(`graph name ${JSON.stringify(name)} is already in use`);
+    this.used.add(name);
+    return name;
+  }
+}
+
+/** Builds one ONNX graph; `subgraph()` makes the bodies of Loop and If. */
+export class GraphBuilder {
+  readonly name: string;
+  /** Nodes in emission order (a valid topological order). */
+  readonly nodes: NodeRecord[] = [];
+  private readonly shared: Shared;
+  private readonly isRoot: boolean;
+  private readonly inputs: TensorInfo[] = [];
+  private readonly outputs: TensorInfo[] = [];
+  private readonly produced = new Map<string, NodeRecord>();
+  private prefix: string[] = [];
+
+  constructor(name: string, parent?: GraphBuilder) {
+    this.name = name;
+    this.isRoot = parent === undefined;
+    this.shared = parent?.shared ?? new Shared();
+    this.prefix = parent ? [...parent.prefix] : [];
+  }
+
+  /** A graph input with an exact name; dims are numbers or symbolic names such as `"B"`. */
+  input(name: string, dtype: DType, dims?: readonly Dim[]): Value {
+    this.inputs.push({ name: this.shared.claim(name), dtype, dims });
+    return { name, dtype, shape: dims };
+  }
+
+  /**
+   * Marks `value` as a graph output named `name` (default: its own name). An Identity is inserted when
+   * the name differs, or the value is not computed by this graph (an input, a constant, an outer value).
+   */
+  output(value: Value, name?: string): Value {
+    const outName = name ?? value.name;
+    const alreadyOut = this.outputs.some((o) => o.name === value.name);
+    let out = value;
+    if (!this.produced.has(value.name) || outName !== value.name || alreadyOut) {
+      const fresh = name === undefined ? this.shared.fresh(`${value.name}/out`) : this.shared.claim(name);
+      out = this.record("Identity", "", fresh, [value], [{ ...value, name: fresh }], {});
+    }
+    this.outputs.push({ name: out.name, dtype: out.dtype, dims: out.shape });
+    return out;
+  }
+
+  /** An inline initializer with an exact name (dtype from the array unless given). */
+  initializer(name: string, data: TensorArray, dims: readonly number[], dtype?: DType): Value {
+    const type = dtype ?? dtypeOfArray(data);
+    checkSize(name, type, dims, data.byteLength);
+    this.shared.initializers.push({ name: this.shared.claim(name), dtype: type, dims, raw: rawBytes(data) });
+    return { name, dtype: type, shape: dims };
+  }
+
+  /** An initializer whose bytes stay in a file (e.g. inside `model.safetensors`), at `ref.offset`. */
+  external(name: string, dtype: DType, dims: readonly number[], ref: ExternalRef): Value {
+    checkSize(name, dtype, dims, ref.length);
+    this.shared.initializers.push({ name: this.shared.claim(name), dtype, dims, external: { ...ref } });
+    return { name, dtype, shape: dims };
+  }
+
+  /** A constant tensor; small ones are shared by content across the whole model. */
+  constant(data: TensorArray, dims: readonly number[], dtype?: DType): Value {
+    const type = dtype ?? dtypeOfArray(data);
+    const raw = rawBytes(data);
+    const small = raw.length <= 256;
+    const key = small ? `${type}|${dims.join(",")}|${raw.join(",")}` : "";
+    const cached = small ? this.shared.constants.get(key) : undefined;
+    if (cached) return cached;
+    const shown = data.length <= 4 ? `_${Array.from(data, String).join("_")}` : "";
+    const name = this.shared.fresh(`const_${type}${shown}`);
+    checkSize(name, type, dims, raw.length);
+    this.shared.initializers.push({ name, dtype: type, dims, raw: raw.slice() });
+    const value = { name, dtype: type, shape: dims };
+    if (small) this.shared.constants.set(key, value);
+    return value;
+  }
+
+  /** A scalar constant (rank 0). */
+  scalar(value: number, dtype: DType = "float32"): Value {
+    return this.constant(arrayOf(dtype, [value]), [], dtype);
+  }
+
+  /** A 1-D int64 constant, e.g. axes, shapes, starts and ends. */
+  ints(values: readonly number[]): Value {
+    return this.constant(arrayOf("int64", values), [values.length], "int64");
+  }
+
+  /** A 1-D constant of any non-16-bit dtype. */
+  vector(values: readonly number[], dtype: DType = "float32"): Value {
+    return this.constant(arrayOf(dtype, values), [values.length], dtype);
+  }
+
+  /** Runs `build` with `prefix` added to the names of the nodes it emits (`layers.3.attn/MatMul`). */
+  scope<T>(prefix: string, build: () => T): T {
+    this.prefix.push(prefix);
+    try {
+      return build();
+    } finally {
+      this.prefix.pop();
+    }
+  }
+
+  /** Emits a single-output node and returns its output. */
+  op(opType: string, inputs: readonly Input[], attrs: AttrMap = {}, options: OpOptions = {}): Value {
+    return this.opN(opType, inputs, 1, attrs, options)[0];
+  }
+
+  /** Emits a node with `count` outputs (trailing optional outputs can be left off by a smaller count). */
+  opN(
+    opType: string,
+    inputs: readonly Input[],
+    count: number,
+    attrs: AttrMap = {},
+    options: OpOptions = {},
+  ): Value[] {
+    const base = [...this.prefix, options.name ?? opType].join("/");
+    const nodeName = this.shared.fresh(base);
+    const outputs: Value[] = [];
+    for (let i = 0; i < count; i++) {
+      const name = count === 1 ? nodeName : this.shared.fresh(`${nodeName}:${i}`);
+      const dtype = pick(options.dtype, i) ?? inputs.find((v) => v)?.dtype;
+      outputs.push({ name, dtype, shape: pickShape(options.shape, i) });
+    }
+    this.record(opType, options.domain ?? "", nodeName, inputs, outputs, attrs);
+    return outputs;
+  }
+
+  /** A sub-builder for a Loop or If body; it can use any value of this graph by reference. */
+  subgraph(name: string): GraphBuilder {
+    return new GraphBuilder(this.shared.fresh([...this.prefix, name].join("/")), this);
+  }
+
+  /** The node that computes `value` in this graph, if any. */
+  producer(value: Value): NodeRecord | undefined {
+    return this.produced.get(value.name);
+  }
+
+  /** This graph as plain data (the root graph also carries every initializer). */
+  toGraph(): GraphData {
+    return {
+      name: this.name,
+      nodes: this.nodes.map(nodeData),
+      initializers: this.isRoot ? this.shared.initializers : [],
+      inputs: this.inputs,
+      outputs: this.outputs,
+    };
+  }
+
+  /** Encodes the whole model as ONNX ModelProto bytes. */
+  toModel(options: ModelOptions = {}): Uint8Array {
+    if (!this.isRoot) throw new Error(`toModel() on subgraph ${this.name}: call it on the root builder`);
+    const graph = this.toGraph();
+    const versions: Record<string, number> = { "": DEFAULT_OPSET, "com.microsoft": 1, ...options.opsets };
+    const domains = new Set(["", ...usedDomains(graph)]);
+    const opsets: OpsetId[] = [...domains].map((domain) => ({ domain, version: opsetOf(versions, domain) }));
+    return encodeModel({
+      irVersion: options.irVersion ?? irVersionFor(versions[""]),
+      opsets,
+      graph,
+      producerName: "deno-rl",
+      doc: options.doc,
+      metadata: options.metadata,
+    });
+  }
+
+  private record(
+    opType: string,
+    domain: string,
+    name: string,
+    inputs: readonly Input[],
+    outputs: Value[],
+    attrs: AttrMap,
+  ): Value {
+    const node: NodeRecord = {
+      opType,
+      domain,
+      name,
+      inputs: inputs.map((v) => v ?? null),
+      outputs,
+      attrs: normalizeAttrs(attrs),
+    };
+    this.nodes.push(node);
+    for (const out of outputs) this.produced.set(out.name, node);
+    return outputs[0];
+  }
+}
+
+/** Attributes given to `op`: tagged values, or shorthand (see `toAttr`). */
+export type AttrMap = Readonly<Record<string, AttrValue | AttrShorthand | undefined>>;
+
+/** Shorthand attribute values: integers → INT(S), other numbers → FLOAT(S), strings → STRING(S). */
+export type AttrShorthand = number | bigint | string | readonly number[] | readonly string[] | GraphBuilder;
+
+/** Tagged attribute constructors, for values the shorthand would misread (a float of 1 is `attr.float(1)`). */
+export const attr = {
+  float: (value: number): AttrValue => ({ type: "float", value }),
+  int: (value: number | bigint): AttrValue => ({ type: "int", value }),
+  string: (value: string): AttrValue => ({ type: "string", value }),
+  floats: (value: readonly number[]): AttrValue => ({ type: "floats", value }),
+  ints: (value: readonly (number | bigint)[]): AttrValue => ({ type: "ints", value }),
+  strings: (value: readonly string[]): AttrValue => ({ type: "strings", value }),
+  tensor: (value: TensorData): AttrValue => ({ type: "tensor", value }),
+  graph: (value: GraphBuilder | GraphData): AttrValue => ({
+    type: "graph",
+    value: value instanceof GraphBuilder ? value.toGraph() : value,
+  }),
+};
+
+function normalizeAttrs(attrs: AttrMap): Record<string, AttrValue> {
+  const out: Record<string, AttrValue> = {};
+  for (const [key, value] of Object.entries(attrs)) {
+    if (value !== undefined) out[key] = toAttr(value);
+  }
+  return out;
+}
+
+function toAttr(value: AttrValue | AttrShorthand): AttrValue {
+  if (value instanceof GraphBuilder) return attr.graph(value);
+  if (typeof value === "bigint") return attr.int(value);
+  if (typeof value === "number") return Number.isInteger(value) ? attr.int(value) : attr.float(value);
+  if (typeof value === "string") return attr.string(value);
+  if (Array.isArray(value)) {
+    if (value.every((v) => typeof v === "string")) return attr.strings(value as string[]);
+    const nums = value as number[];
+    return nums.every(Number.isInteger) ? attr.ints(nums) : attr.floats(nums);
+  }
+  return value as AttrValue;
+}
+
+function nodeData(node: NodeRecord): NodeData {
+  return {
+    opType: node.opType,
+    domain: node.domain,
+    name: node.name,
+    inputs: node.inputs.map((v) => v?.name ?? ""),
+    outputs: node.outputs.map((v) => v.name),
+    attrs: node.attrs,
+  };
+}
+
+/** Domains of all nodes, subgraphs included. */
+function usedDomains(graph: GraphData): Set<string> {
+  const found = new Set<string>();
+  for (const node of graph.nodes) {
+    if (node.domain) found.add(node.domain);
+    for (const a of Object.values(node.attrs ?? {})) {
+      if (a.type === "graph") { for (const d of usedDomains(a.value)) found.add(d); }
+    }
+  }
+  return found;
+}
+
+function opsetOf(versions: Record<string, number>, domain: string): number {
+  const version = versions[domain];
+  if (version === undefined) {
+    throw new Error(`toModel: no opset version for domain ${JSON.stringify(domain)}; pass it in opsets`);
+  }
+  return version;
+}
+
+function checkSize(name: string, dtype: DType, dims: readonly number[], bytes: number): void {
+  const expected = dims.reduce((a, b) => a * b, 1) * DTYPE_BYTES[dtype];
+  if (expected !== bytes) {
+    throw new Error(`tensor ${name}: ${dtype} [${dims.join(", ")}] needs ${expected} bytes, got ${bytes}`);
+  }
+}
+
+function pick<T>(option: T | readonly (T | undefined)[] | undefined, i: number): T | undefined {
+  if (Array.isArray(option)) return option[i];
+  return i === 0 ? option as T | undefined : undefined;
+}
+
+function pickShape(
+  option: readonly Dim[] | readonly (readonly Dim[] | undefined)[] | undefined,
+  i: number,
+): readonly Dim[] | undefined {
+  if (option === undefined) return undefined;
+  const nested = option.length > 0 && option.every((d) => Array.isArray(d) || d === undefined);
+  if (nested) return (option as readonly (readonly Dim[] | undefined)[])[i];
+  return i === 0 ? option as readonly Dim[] : undefined;
+}
