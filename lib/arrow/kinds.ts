@@ -1,0 +1,283 @@
+/**
+ * The stage-file contract: every kind of Arrow file the stages exchange, declared once.
+ *
+ * Each kind lists the columns it adds (name, Arrow type, owning stage, doc) and the kind it extends:
+ * `scored` = `rollouts` + its columns, `batch` = `scored` + its columns, so every file is
+ * self-contained. A kind may also allow dynamic columns by pattern (`reward_<name>`). A stage adds
+ * columns; it never rewrites another stage's columns.
+ *
+ * Per-token list columns are aligned with `tokens`: entry t describes token t.
+ *
+ * @module
+ */
+
+import type { DataType } from "apache-arrow";
+import { t } from "./types.ts";
+
+/** Bump when a column or metadata key changes meaning, type or name; readers refuse other versions. */
+export const FORMAT_VERSION = 1;
+
+/** The kinds of stage file. */
+export const STAGE_KINDS = ["rollouts", "scored", "batch", "metrics", "eval"] as const;
+export type StageKind = typeof STAGE_KINDS[number];
+
+/** The stages (scripts under `stages/`) that own columns. */
+export type StageName = "rollout" | "score" | "mask" | "train" | "eval";
+
+/** One declared column. */
+export interface ColumnDecl {
+  name: string;
+  type: DataType;
+  /** The stage that writes this column; later stages carry it through unchanged. */
+  stage: StageName;
+  doc: string;
+}
+
+/** Dynamic columns allowed by name pattern, e.g. one `reward_<name>` per reward component. */
+export interface PatternDecl {
+  pattern: RegExp;
+  /** How the pattern reads in messages, e.g. `reward_<name>`. */
+  shape: string;
+  type: DataType;
+  stage: StageName;
+  doc: string;
+}
+
+/** The declaration of one kind: what it adds on top of the kind it extends. */
+export interface KindDecl {
+  kind: StageKind;
+  /** The stage that writes files of this kind. */
+  stage: StageName;
+  /** The usual file name in a run's step directory. */
+  fileName: string;
+  rowPer: string;
+  extends?: StageKind;
+  columns: ColumnDecl[];
+  patterns: PatternDecl[];
+  /** Metadata keys the writing stage must supply (beyond those the writer fills itself). */
+  requiredMetadata: string[];
+  doc: string;
+}
+
+/** Episode statuses (RELIABILITY.md); `status` columns hold one of these. */
+export const EPISODE_STATUSES = [
+  "ok",
+  "tool_error",
+  "timeout",
+  "oom",
+  "output_truncated",
+  "invalid_tool_call",
+  "tool_budget_exceeded",
+  "sandbox_error",
+] as const;
+export type EpisodeStatus = typeof EPISODE_STATUSES[number];
+
+/** The struct of one tool call in `tool_calls`. */
+export const TOOL_CALL_TYPE = (): DataType =>
+  t.struct({
+    turn: t.int16(),
+    name: t.utf8(),
+    arguments: t.utf8(),
+    status: t.utf8(),
+    output: t.utf8(),
+    ms: t.float32(),
+  });
+
+const col = (stage: StageName) => (name: string, type: DataType, doc: string): ColumnDecl => ({
+  name,
+  type,
+  stage,
+  doc,
+});
+
+const ro = col("rollout");
+const sc = col("score");
+const mk = col("mask");
+const tr = col("train");
+const ev = col("eval");
+
+const SNAKE = "[a-z0-9]+(?:_[a-z0-9]+)*";
+
+const rewardPattern = (stage: StageName): PatternDecl => ({
+  pattern: new RegExp(`^reward_${SNAKE}$`),
+  shape: "reward_<name>",
+  type: t.float32(),
+  stage,
+  doc: "one reward component per registered reward function (snake_case name)",
+});
+
+const ROLLOUTS: KindDecl = {
+  kind: "rollouts",
+  stage: "rollout",
+  fileName: "rollouts.arrow",
+  rowPer: "episode",
+  doc: "sampled episodes: token-in-token-out trajectories with provenance and log-probs",
+  columns: [
+    ro("episode_id", t.utf8(), "unique id of the episode"),
+    ro("task_id", t.utf8(), "id of the task the episode answers"),
+    ro("group_id", t.int32(), "GRPO group: episodes of one task sampled together"),
+    ro("sample_idx", t.int32(), "index of the episode within its group"),
+    ro("task", t.utf8(), "JSON of the task (answer, tests…) as the rewards need it"),
+    ro("prompt_messages", t.utf8(), "JSON array of the prompt's chat messages"),
+    ro("messages", t.utf8(), "JSON array of the decoded trajectory (prompt + generated + tool turns)"),
+    ro("tokens", t.list(t.int32()), "every token of the trajectory, prompt included"),
+    ro("prompt_len", t.int32(), "number of leading tokens that are the rendered prompt"),
+    ro("sampled", t.list(t.uint8()), "per token: 1 = sampled by the policy, 0 = added by the environment"),
+    ro(
+      "logprobs",
+      t.list(t.float32()),
+      "per token: policy log-prob at sampling temperature, 0 if not sampled",
+    ),
+    ro("turn_idx", t.list(t.int16()), "per token: assistant turn index (prompt tokens are turn 0)"),
+    ro(
+      "tool_calls",
+      t.list(TOOL_CALL_TYPE()),
+      "every tool call: turn, name, arguments JSON, status, output, ms",
+    ),
+    ro("num_turns", t.int16(), "number of assistant turns"),
+    ro("finish_reason", t.utf8(), "why generation stopped: stop | length | tool_budget | error"),
+    ro("status", t.utf8(), `episode status: ${EPISODE_STATUSES.join(" | ")}`),
+    ro("policy_version", t.utf8(), "identity (hash) of the adapter that sampled the episode"),
+  ],
+  patterns: [],
+  requiredMetadata: [
+    "config_hash",
+    "model",
+    "adapter",
+    "tokenizer_hash",
+    "chat_template_hash",
+    "sampling",
+    "seed",
+  ],
+};
+
+const SCORED: KindDecl = {
+  kind: "scored",
+  stage: "score",
+  fileName: "scored.arrow",
+  rowPer: "episode",
+  extends: "rollouts",
+  doc: "rollouts plus rewards",
+  columns: [
+    sc("reward", t.float32(), "total reward (weighted sum of the reward_<name> components)"),
+    sc("turn_rewards", t.list(t.float32()), "per assistant turn reward (MT-GRPO), empty when unused"),
+    sc("correct", t.bool(), "whether the final answer is correct"),
+  ],
+  patterns: [rewardPattern("score")],
+  requiredMetadata: ["config_hash", "input_hashes"],
+};
+
+const BATCH: KindDecl = {
+  kind: "batch",
+  stage: "mask",
+  fileName: "batch.arrow",
+  rowPer: "episode",
+  extends: "scored",
+  doc: "scored episodes plus loss masks and per-token advantages, ready to train on",
+  columns: [
+    mk("loss_mask", t.list(t.uint8()), "per token: 1 = counts in the loss"),
+    mk("advantages", t.list(t.float32()), "per token advantage"),
+  ],
+  patterns: [],
+  requiredMetadata: ["config_hash", "input_hashes"],
+};
+
+/**
+ * Training metrics. Besides the declared columns, any extra snake_case Float64 column is allowed
+ * (e.g. `reward_mean`, `zero_variance_groups`), so the trainer can log new quantities without a
+ * format change; the declared ones are always present.
+ */
+const METRICS: KindDecl = {
+  kind: "metrics",
+  stage: "train",
+  fileName: "metrics.arrow",
+  rowPer: "optimizer step",
+  doc: "one row per optimizer step",
+  columns: [
+    tr("step", t.int32(), "global optimizer step"),
+    tr("loss", t.float64(), "total loss (pg + beta·kl)"),
+    tr("pg_loss", t.float64(), "policy-gradient loss"),
+    tr("kl", t.float64(), "k3 KL to the reference (0 when beta = 0)"),
+    tr("clip_frac", t.float64(), "fraction of masked tokens whose ratio was clipped"),
+    tr("grad_norm", t.float64(), "global gradient norm before clipping"),
+    tr("lr", t.float64(), "learning rate used for the step"),
+    tr("tokens", t.int32(), "masked (trained) tokens in the step"),
+    tr("seconds", t.float64(), "wall time of the step"),
+    tr("entropy", t.float64(), "mean policy entropy over masked tokens (NaN when not computed)"),
+  ],
+  patterns: [{
+    pattern: new RegExp(`^${SNAKE}$`),
+    shape: "<snake_case name>",
+    type: t.float64(),
+    stage: "train",
+    doc: "any extra metric",
+  }],
+  requiredMetadata: ["config_hash", "model", "adapter", "seed"],
+};
+
+const EVAL: KindDecl = {
+  kind: "eval",
+  stage: "eval",
+  fileName: "eval.arrow",
+  rowPer: "episode",
+  doc: "evaluation results: one row per evaluated episode (aggregate them in a notebook or the CLI)",
+  columns: [
+    ev("episode_id", t.utf8(), "unique id of the episode"),
+    ev("task_id", t.utf8(), "id of the task"),
+    ev("sample_idx", t.int32(), "index of the sample for this task (pass@k)"),
+    ev("policy_version", t.utf8(), "identity (hash) of the adapter evaluated"),
+    ev("reward", t.float32(), "total reward"),
+    ev("correct", t.bool(), "whether the final answer is correct"),
+    ev("num_turns", t.int16(), "number of assistant turns"),
+    ev("tokens_generated", t.int32(), "tokens sampled by the policy"),
+    ev("finish_reason", t.utf8(), "why generation stopped"),
+    ev("status", t.utf8(), `episode status: ${EPISODE_STATUSES.join(" | ")}`),
+    ev("messages", t.utf8(), "JSON array of the decoded trajectory"),
+  ],
+  patterns: [rewardPattern("eval")],
+  requiredMetadata: ["config_hash", "model", "adapter", "sampling", "seed"],
+};
+
+/** Every kind's own declaration. */
+export const KINDS: Readonly<Record<StageKind, KindDecl>> = {
+  rollouts: ROLLOUTS,
+  scored: SCORED,
+  batch: BATCH,
+  metrics: METRICS,
+  eval: EVAL,
+};
+
+/** A kind with what it inherits resolved: all columns in file order, all patterns. */
+export interface ResolvedKind extends KindDecl {
+  allColumns: ColumnDecl[];
+  allPatterns: PatternDecl[];
+}
+
+/** Resolves a kind's inheritance chain (parents' columns first). */
+export function resolveKind(kind: StageKind): ResolvedKind {
+  const decl = KINDS[kind];
+  const parent = decl.extends ? resolveKind(decl.extends) : undefined;
+  return {
+    ...decl,
+    allColumns: [...(parent?.allColumns ?? []), ...decl.columns],
+    allPatterns: [...(parent?.allPatterns ?? []), ...decl.patterns],
+  };
+}
+
+/** Whether `kind` names a stage-file kind. */
+export function isStageKind(kind: unknown): kind is StageKind {
+  return typeof kind === "string" && (STAGE_KINDS as readonly string[]).includes(kind);
+}
+
+/** The declared column or matching pattern for `name` in a resolved kind, if any. */
+export function findColumn(kind: ResolvedKind, name: string): ColumnDecl | undefined {
+  const exact = kind.allColumns.find((c) => c.name === name);
+  if (exact) return exact;
+  const p = kind.allPatterns.find((p) => p.pattern.test(name));
+  return p && { name, type: p.type, stage: p.stage, doc: p.doc };
+}
+
+/** How to re-run a stage, for error messages. */
+export function rerunHint(stage: StageName): string {
+  return `re-run stage ${stage} (deno task ${stage})`;
+}
