@@ -5,8 +5,7 @@
  */
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { Float64, Schema, Table, tableToIPC, type Vector, vectorFromArray } from "apache-arrow";
-import { UserError } from "../lib/errors.ts";
+import { Float64, type Vector, vectorFromArray } from "apache-arrow";
 import {
   appendColumns,
   buildTable,
@@ -24,59 +23,21 @@ import {
   writeStageFile,
 } from "../lib/arrow/mod.ts";
 import {
+  assertUserError,
+  editedTable,
+  exists,
+  startSlowWriter,
+  tempDir,
+  tempFiles,
+  writeRaw,
+} from "./fixtures/arrow_helpers.ts";
+import {
   batchOwnColumns,
   rolloutColumns,
   SAMPLE_META,
   sampleColumns,
   scoredOwnColumns,
 } from "./fixtures/arrow_samples.ts";
-
-const ROOT = new URL("..", import.meta.url).pathname;
-
-async function tempDir(): Promise<string> {
-  return await Deno.makeTempDir({ prefix: "arrow_test_" });
-}
-
-/** Asserts that `fn` throws a one-line UserError containing every fragment. */
-async function assertUserError(fn: () => unknown, ...fragments: string[]): Promise<string> {
-  let caught: unknown;
-  try {
-    await fn();
-  } catch (e) {
-    caught = e;
-  }
-  assert.ok(caught instanceof UserError, `expected a UserError, got ${caught}`);
-  const message = caught.message;
-  assert.ok(!message.includes("\n"), `message is one line: ${message}`);
-  assert.match(message, /Fix: /);
-  for (const fragment of fragments) assert.ok(message.includes(fragment), `"${fragment}" in: ${message}`);
-  return message;
-}
-
-/** Writes a table with a manifest that matches it, so only the content checks can fail. */
-async function writeRaw(path: string, table: Table, kind = "rollouts"): Promise<void> {
-  const bytes = tableToIPC(table, "file");
-  await Deno.writeFile(path, bytes);
-  const manifest = {
-    kind,
-    format_version: 1,
-    rows: table.numRows,
-    sha256: await sha256Hex(bytes),
-    bytes: bytes.length,
-  };
-  await Deno.writeTextFile(manifestPath(path), JSON.stringify(manifest));
-}
-
-/** A rollouts table with `edit` applied to its metadata and columns (bypassing the writer's checks). */
-function editedTable(edit: (meta: Map<string, string>, cols: Record<string, Vector>) => void): Table {
-  const good = buildTable("x", "rollouts", rolloutColumns(3), SAMPLE_META);
-  const meta = new Map(good.schema.metadata);
-  const vectors: Record<string, Vector> = {};
-  for (const f of good.schema.fields) vectors[f.name] = good.getChild(f.name)!;
-  edit(meta, vectors);
-  const plainTable = new Table(vectors);
-  return new Table(new Schema(plainTable.schema.fields, meta), plainTable.batches);
-}
 
 /** What `StageFile.column` should return for a column the test supplied as `input`. */
 function expectedValues(input: ColumnInput): unknown[] {
@@ -302,22 +263,6 @@ Deno.test("the writer refuses missing, unknown, mistyped and ragged columns, nam
   await Deno.remove(dir, { recursive: true });
 });
 
-/** The writer's leftover `*.tmp-*` files in `dir`. */
-async function tempFiles(dir: string): Promise<string[]> {
-  const names: string[] = [];
-  for await (const e of Deno.readDir(dir)) if (e.name.includes(".tmp-")) names.push(e.name);
-  return names;
-}
-
-async function exists(path: string): Promise<boolean> {
-  try {
-    await Deno.stat(path);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 /** A written rollouts file in a fresh directory. */
 async function goodFile(): Promise<{ dir: string; path: string }> {
   const dir = await tempDir();
@@ -435,30 +380,6 @@ Deno.test("wrong kind, other format_version, missing column and wrong column typ
   await Deno.remove(dir, { recursive: true });
 });
 
-/** Starts the slow-writer fixture and resolves once it prints `signal`. */
-async function startSlowWriter(path: string, rows: number, mode: string, signal: string) {
-  const child = new Deno.Command(Deno.execPath(), {
-    args: ["run", "--allow-all", "tests/fixtures/arrow_slow_writer.ts", path, String(rows), mode],
-    cwd: ROOT,
-    stdout: "piped",
-    stderr: "inherit",
-  }).spawn();
-  const reader = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
-  let seen = "";
-  while (!seen.includes(signal)) {
-    const { value, done } = await reader.read();
-    if (done) throw new Error(`slow writer exited before "${signal}" (output: ${seen})`);
-    seen += value;
-  }
-  return {
-    async kill() {
-      child.kill("SIGKILL");
-      await child.status;
-      await reader.cancel();
-    },
-  };
-}
-
 Deno.test("a writer killed mid-write leaves the old file and its manifest intact", async () => {
   const { dir, path } = await goodFile();
   const before = await readStageFile(path, "rollouts");
@@ -488,5 +409,43 @@ Deno.test("a writer killed between the data rename and the manifest leaves no st
   await writer.kill();
   assert.equal(await exists(manifestPath(path)), false);
   await assertUserError(() => readStageFile(path, "rollouts"), path, "manifest", "not completely written");
+  await Deno.remove(dir, { recursive: true });
+});
+
+Deno.test("vectors in several chunks (files written elsewhere) are merged into one batch", async () => {
+  const dir = await tempDir();
+  const path = join(dir, "rollouts.arrow");
+  const a = buildTable("x", "rollouts", rolloutColumns(5), SAMPLE_META);
+  const b = buildTable("x", "rollouts", rolloutColumns(3), SAMPLE_META);
+  const cols: Record<string, ColumnInput> = {};
+  for (const f of a.schema.fields) cols[f.name] = a.getChild(f.name)!.concat(b.getChild(f.name)!);
+  assert.equal((cols.tokens as Vector).data.length, 2);
+  await writeStageFile(path, "rollouts", cols, SAMPLE_META);
+  const file = await readStageFile(path, "rollouts");
+  assert.equal(file.rows, 8);
+  assert.equal(file.table.batches.length, 1);
+  assert.deepEqual(file.listAt("tokens", 7), Int32Array.from([151646, 151647]));
+  assert.deepEqual(file.listAt("tokens", 3), Int32Array.from([151647, 151648, 151649]));
+  assert.deepEqual(file.listAt("tokens", 5), new Int32Array(0));
+  assert.equal(file.column("episode_id")[6], "ep-1");
+  assert.equal((file.column("tool_calls")[6] as { output: string }[])[0].output, "2 ✅");
+  await Deno.remove(dir, { recursive: true });
+});
+
+Deno.test("a reward_<name> column of the wrong type is refused on read", async () => {
+  const dir = await tempDir();
+  const path = join(dir, "scored.arrow");
+  const table = editedTable(
+    (_, cols) => (cols.reward_format = vectorFromArray([1, 2, 3], new Float64())),
+    "scored",
+  );
+  await writeRaw(path, table, "scored");
+  await assertUserError(
+    () => readStageFile(path, "scored"),
+    path,
+    'column "reward_format"',
+    "expected type Float32, actual Float64",
+    "re-run stage score",
+  );
   await Deno.remove(dir, { recursive: true });
 });

@@ -8,8 +8,17 @@
 
 import { Data, type DataType, makeBuilder, makeData, Type, Vector } from "apache-arrow";
 import { UserError } from "../errors.ts";
-import { FlatList, listData, listFromArrays } from "./columns.ts";
-import { arrayCtorFor, isList, isStruct, listItem, type NumericArray, sameType, typeName } from "./types.ts";
+import { FlatList, flatOfVector, listData, listFromArrays } from "./columns.ts";
+import {
+  arrayCtorFor,
+  isList,
+  isNumericList,
+  isStruct,
+  listItem,
+  type NumericArray,
+  sameType,
+  typeName,
+} from "./types.ts";
 
 /**
  * One column as a stage supplies it: an Arrow Vector or Data, a {@link FlatList} (numeric lists), a
@@ -50,10 +59,8 @@ function fromArrow(ctx: ColumnContext, input: Vector | Data): Data {
   if (chunks.length === 1 && chunks[0].nullCount === 0) return chunks[0];
   // Several chunks (a file written elsewhere in several batches): merge into one.
   const vector = input instanceof Vector ? input : new Vector([input]);
-  if (isList(ctx.type) && arrayCtorFor(listItem(ctx.type))) {
-    const rows = Array.from({ length: vector.length }, (_, i) => (vector.get(i) as Vector | null)?.toArray());
-    return listToData(ctx, rows);
-  }
+  if (vector.nullCount > 0) throw bad(ctx, "holds null values");
+  if (isNumericList(ctx.type)) return listToData(ctx, flatOfVector(vector)!);
   return viaBuilder(ctx, Array.from(vector, (v) => isStruct(listItemOr(ctx.type)) ? structRows(v) : v));
 }
 
