@@ -89,11 +89,17 @@ class Shared {
   readonly initializers: TensorData[] = [];
   readonly constants = new Map<string, Value>();
 
-  /** `base`, or `base_1`, `base_2`, … whichever is free first. */
+  /** `base`, or `base_1`, `base_2`, … whichever is free first, reserved. */
   fresh(base: string): string {
+    const name = this.free(base);
+    this.used.add(name);
+    return name;
+  }
+
+  /** The name `fresh` would return, not reserved. */
+  free(base: string): string {
     let name = base;
     for (let k = 1; this.used.has(name); k++) name = `${base}_${k}`;
-    this.used.add(name);
     return name;
   }
 
@@ -221,11 +227,19 @@ export class GraphBuilder {
     const outputs: Value[] = [];
     for (let i = 0; i < count; i++) {
       const name = count === 1 ? nodeName : this.shared.fresh(`${nodeName}:${i}`);
-      const dtype = pick(options.dtype, i) ?? inputs.find((v) => v)?.dtype;
+      // An explicit per-output list is taken as is; otherwise outputs default to the first input's dtype.
+      const dtype = Array.isArray(options.dtype)
+        ? options.dtype[i]
+        : pick(options.dtype, i) ?? inputs.find((v) => v)?.dtype;
       outputs.push({ name, dtype, shape: pickShape(options.shape, i) });
     }
     this.record(opType, options.domain ?? "", nodeName, inputs, outputs, attrs);
     return outputs;
+  }
+
+  /** A name starting with `base` that is free model-wide, to pass to `input()` at once. */
+  uniqueName(base: string): string {
+    return this.shared.free(base);
   }
 
   /** A sub-builder for a Loop or If body; it can use any value of this graph by reference. */

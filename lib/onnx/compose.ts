@@ -1,0 +1,110 @@
+/**
+ * Composites built only from primitive ops of the table, so autodiff needs no rule of their own:
+ * SiLU, SwiGLU, RMSNorm, log-softmax, RoPE (rotate-half form), KV-head repetition, attention, and
+ * `unbroadcast` for gradient rules.
+ *
+ * Dimension legend: B batch, T query length, S key length, H query heads, Hkv key/value heads,
+ * D head dim, E any feature dim.
+ */
+
+import type { GraphBuilder, Value } from "./builder.ts";
+import { OPS } from "./ops.ts";
+
+const { Add, Mul, Sigmoid, Sqrt, Sub, Neg, Concat, Split, Softmax, MatMul, Transpose } = OPS;
+const { ReduceMean, ReduceLogSumExp, ReduceSum, Unsqueeze, Expand, Reshape, Shape, Reciprocal } = OPS;
+
+/** `x * sigmoid(x)`. */
+export function silu(g: GraphBuilder, x: Value): Value {
+  return Mul.emit(g, x, Sigmoid.emit(g, x));
+}
+
+/** The SwiGLU MLP core: `silu(gate) * up`. */
+export function swiglu(g: GraphBuilder, gate: Value, up: Value): Value {
+  return Mul.emit(g, silu(g, gate), up);
+}
+
+/** RMSNorm over the last axis: `x / sqrt(mean(x²) + eps) * weight`. x [..., E], weight [E]. */
+export function rmsNorm(g: GraphBuilder, x: Value, weight: Value, eps: number): Value {
+  const meanSquare = ReduceMean.emit(g, Mul.emit(g, x, x), [-1]); // [..., 1]
+  const inv = Reciprocal.emit(g, Sqrt.emit(g, Add.emit(g, meanSquare, eps))); // [..., 1]
+  return Mul.emit(g, Mul.emit(g, x, inv), weight); // [..., E]
+}
+
+/** `x - logsumexp(x)` along `axis` (WebGPU has no LogSoftmax kernel; this runs everywhere). */
+export function logSoftmax(g: GraphBuilder, x: Value, axis = -1): Value {
+  return Sub.emit(g, x, ReduceLogSumExp.emit(g, x, [axis]));
+}
+
+/** `[-x2, x1]` where `x1, x2` are the two halves of the last axis (size `dim`). */
+export function rotateHalf(g: GraphBuilder, x: Value, dim: number): Value {
+  const [x1, x2] = Split.emit(g, x, [dim / 2, dim / 2], -1);
+  return Concat.emit(g, [Neg.emit(g, x2), x1], -1);
+}
+
+/**
+ * RoPE as in Hugging Face Llama/Qwen3: `x * cos + rotate_half(x) * sin`.
+ * x [B, H, T, D]; cos, sin broadcastable to it (e.g. [B, 1, T, D], both halves repeated).
+ */
+export function rope(g: GraphBuilder, x: Value, cos: Value, sin: Value, dim: number): Value {
+  return Add.emit(g, Mul.emit(g, x, cos), Mul.emit(g, rotateHalf(g, x, dim), sin)); // [B, H, T, D]
+}
+
+/** Repeats each of `Hkv` heads `rep` times: [B, Hkv, S, D] → [B, Hkv*rep, S, D] (as HF `repeat_kv`). */
+export function repeatKv(g: GraphBuilder, x: Value, rep: number, headDim: number): Value {
+  if (rep === 1) return x;
+  const x5 = Unsqueeze.emit(g, x, [2]); // [B, Hkv, 1, S, D]
+  const shape = Shape.emit(g, x5); // [5]
+  const target = Mul.emit(g, shape, g.ints([1, 1, rep, 1, 1])); // B, Hkv, rep, S, D
+  const expanded = Expand.emit(g, x5, target); // [B, Hkv, rep, S, D]
+  return reshapeHeads(g, expanded, headDim); // [B, H, S, D]
+}
+
+/** [B, Hkv, rep, S, D] → [B, Hkv*rep, S, D]. */
+function reshapeHeads(g: GraphBuilder, x: Value, headDim: number): Value {
+  const b = Shape.emit(g, x, 0, 1); // [1]
+  const s = Shape.emit(g, x, 3, 4); // [1]
+  const target = Concat.emit(g, [b, g.ints([-1]), s, g.ints([headDim])], 0); // [4]
+  return Reshape.emit(g, x, target); // [B, H, S, D]
+}
+
+/** Options of `attention`. */
+export interface AttentionOptions {
+  /** Score scale, default `1/sqrt(D)`. */
+  scale?: number;
+  /** Additive mask or bias broadcastable to [B, H, T, S] (0 keep, large negative drop). */
+  bias?: Value;
+}
+
+/** Plain softmax attention: softmax(q kᵀ · scale + bias) v. q [B, H, T, D], k, v [B, H, S, D]. */
+export function attention(
+  g: GraphBuilder,
+  q: Value,
+  k: Value,
+  v: Value,
+  headDim: number,
+  o: AttentionOptions = {},
+): Value {
+  const kT = Transpose.emit(g, k, [0, 1, 3, 2]); // [B, H, D, S]
+  let scores = Mul.emit(g, MatMul.emit(g, q, kT), o.scale ?? 1 / Math.sqrt(headDim)); // [B, H, T, S]
+  if (o.bias) scores = Add.emit(g, scores, o.bias); // [B, H, T, S]
+  return MatMul.emit(g, Softmax.emit(g, scores, -1), v); // [B, H, T, D]
+}
+
+/**
+ * Sums a gradient back to the shape of a broadcast operand: over the leading axes it lacks and
+ * the axes where it has size 1. Needs `target`'s shape (rank and its literal 1s) to be tracked.
+ */
+export function unbroadcast(g: GraphBuilder, grad: Value, target: Value): Value {
+  const to = target.shape;
+  const from = grad.shape;
+  if (!to || !from) throw new Error(`unbroadcast: shapes of ${grad.name} and ${target.name} must be tracked`);
+  const lead = from.length - to.length;
+  const axes: number[] = [];
+  for (let i = 0; i < from.length; i++) {
+    if (i < lead || (to[i - lead] === 1 && from[i] !== 1)) axes.push(i);
+  }
+  if (axes.length === 0) return grad;
+  const summed = ReduceSum.emit(g, grad, axes, { keepdims: true }); // rank of grad
+  if (lead === 0) return summed;
+  return OPS.Squeeze.emit(g, summed, Array.from({ length: lead }, (_, i) => i)); // shape of target
+}

@@ -1,0 +1,126 @@
+/**
+ * Op table, `com.microsoft` contrib ops used for generation: GroupQueryAttention (causal attention
+ * with a KV cache that may be a pre-allocated buffer shared between past and present) and
+ * RotaryEmbedding. These are fused ops — documented exceptions to "few primitive ops" — used by the
+ * generate graph only; the train graph composes attention from primitive ops so that every step
+ * has a gradient rule.
+ */
+
+import { attr, type GraphBuilder, type Value } from "./builder.ts";
+import { check, def } from "./op_def.ts";
+
+/** Contrib domain name. */
+export const MS_DOMAIN = "com.microsoft";
+
+/** Inputs of GroupQueryAttention, by name (ONNX Runtime's order is applied by the emitter). */
+export interface GqaInputs {
+  /** `[B, S, H*D]`, or packed QKV `[B, S, (H + 2*Hkv)*D]` with key and value left out. */
+  query: Value;
+  /** `[B, S, Hkv*D]`. */
+  key?: Value;
+  /** `[B, S, Hkv*D]`. */
+  value?: Value;
+  /** `[B, Hkv, P, D]`: past length P, or the max length when past and present share a buffer. */
+  pastKey?: Value;
+  pastValue?: Value;
+  /** int32 `[B]`: total length (past + new) of each sequence, minus one. */
+  seqlensK: Value;
+  /** int32 scalar: the batch's maximum total length. */
+  totalSequenceLength: Value;
+  /** `[maxLen, D/2]` RoPE tables (with `doRotary`). */
+  cosCache?: Value;
+  sinCache?: Value;
+  /** int64 `[B, S]` positions for RoPE. */
+  positionIds?: Value;
+  /** `[B or 1, H or 1, S, total]`, added to the scores. */
+  attentionBias?: Value;
+  /** `[H]` per-head sink logits. */
+  headSink?: Value;
+}
+
+/** Attributes of GroupQueryAttention. */
+export interface GqaOptions {
+  numHeads: number;
+  kvNumHeads: number;
+  /** Score scale, default `1/sqrt(D)`. */
+  scale?: number;
+  /** Sliding window (left), -1 = none. */
+  localWindowSize?: number;
+  /** Apply RoPE inside the op from `cosCache` / `sinCache`. */
+  doRotary?: boolean;
+  rotaryInterleaved?: boolean;
+  softcap?: number;
+  smoothSoftmax?: boolean;
+}
+
+const GQA_ORDER: readonly (keyof GqaInputs)[] = [
+  "query",
+  "key",
+  "value",
+  "pastKey",
+  "pastValue",
+  "seqlensK",
+  "totalSequenceLength",
+  "cosCache",
+  "sinCache",
+  "positionIds",
+  "attentionBias",
+  "headSink",
+];
+
+/** Causal grouped-query attention with KV cache: `[output, presentKey, presentValue]`. */
+function groupQueryAttention(g: GraphBuilder, inputs: GqaInputs, o: GqaOptions): [Value, Value, Value] {
+  check(o.numHeads % o.kvNumHeads === 0, "GroupQueryAttention", "numHeads must be a multiple of kvNumHeads");
+  const hasCaches = inputs.cosCache !== undefined && inputs.sinCache !== undefined;
+  check(!o.doRotary || hasCaches, "GroupQueryAttention", "doRotary needs cosCache and sinCache");
+  const list = GQA_ORDER.map((k) => inputs[k] ?? null);
+  while (list[list.length - 1] === null) list.pop();
+  const attrs = {
+    num_heads: attr.int(o.numHeads),
+    kv_num_heads: attr.int(o.kvNumHeads),
+    scale: o.scale === undefined ? undefined : attr.float(o.scale),
+    local_window_size: attr.int(o.localWindowSize ?? -1),
+    do_rotary: attr.int(o.doRotary ? 1 : 0),
+    rotary_interleaved: attr.int(o.rotaryInterleaved ? 1 : 0),
+    softcap: o.softcap === undefined ? undefined : attr.float(o.softcap),
+    smooth_softmax: o.smoothSoftmax ? attr.int(1) : undefined,
+  };
+  const dtype = inputs.query.dtype;
+  const [out, k, v] = g.opN("GroupQueryAttention", list, 3, attrs, {
+    domain: MS_DOMAIN,
+    dtype: [dtype, dtype, dtype],
+  });
+  return [out, k, v];
+}
+
+/** Attributes of RotaryEmbedding. */
+export interface RotaryOptions {
+  /** Pairs are (2i, 2i+1) rather than (i, i + D/2) (Qwen3 uses the latter: false). */
+  interleaved?: boolean;
+  /** Needed with a 3-D input `[B, S, H*D]` when only part of each head is rotated. */
+  numHeads?: number;
+  rotaryEmbeddingDim?: number;
+}
+
+/** RoPE on `[B, S, H*D]` or `[B, H, S, D]` with int64 `positionIds` `[B, S]` and `[maxLen, D/2]` tables. */
+function rotaryEmbedding(
+  g: GraphBuilder,
+  x: Value,
+  positionIds: Value,
+  cos: Value,
+  sin: Value,
+  o: RotaryOptions = {},
+): Value {
+  const attrs = {
+    interleaved: attr.int(o.interleaved ? 1 : 0),
+    num_heads: o.numHeads === undefined ? undefined : attr.int(o.numHeads),
+    rotary_embedding_dim: o.rotaryEmbeddingDim === undefined ? undefined : attr.int(o.rotaryEmbeddingDim),
+  };
+  return g.op("RotaryEmbedding", [x, positionIds, cos, sin], attrs, { domain: MS_DOMAIN, shape: x.shape });
+}
+
+/** Contrib ops (domain `com.microsoft`, version 1). */
+export const CONTRIB_OPS = {
+  GroupQueryAttention: def("GroupQueryAttention", groupQueryAttention, { domain: MS_DOMAIN }),
+  RotaryEmbedding: def("RotaryEmbedding", rotaryEmbedding, { domain: MS_DOMAIN, nondiff: [1, 2, 3] }),
+};
