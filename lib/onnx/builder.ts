@@ -24,6 +24,9 @@ import {
 } from "./proto.ts";
 import type { OpsetId, TensorData, TensorInfo } from "./proto.ts";
 import { arrayOf, type DType, DTYPE_BYTES, dtypeOfArray, rawBytes, type TensorArray } from "./dtype.ts";
+import { type AttrMap, normalizeAttrs } from "./attrs.ts";
+
+export { attr, type AttrMap, type AttrShorthand } from "./attrs.ts";
 
 /** A named tensor in a graph; dtype and shape are tracked where the emitter knows them. */
 export interface Value {
@@ -139,8 +142,9 @@ export class GraphBuilder {
   /**
    * Marks `value` as a graph output named `name` (default: its own name). An Identity is inserted when
    * the name differs, or the value is not computed by this graph (an input, a constant, an outer value).
+   * The declared type is the tracked dtype (none when unknown: onnxruntime infers it) and `dims`.
    */
-  output(value: Value, name?: string): Value {
+  output(value: Value, name?: string, dims?: readonly Dim[]): Value {
     const outName = name ?? value.name;
     const alreadyOut = this.outputs.some((o) => o.name === value.name);
     let out = value;
@@ -148,7 +152,8 @@ export class GraphBuilder {
       const fresh = name === undefined ? this.shared.fresh(`${value.name}/out`) : this.shared.claim(name);
       out = this.record("Identity", "", fresh, [value], [{ ...value, name: fresh }], {});
     }
-    this.outputs.push({ name: out.name, dtype: out.dtype, dims: out.shape });
+    // Tracked shapes are best-effort, so only dims the caller states are declared to onnxruntime.
+    this.outputs.push({ name: out.name, dtype: out.dtype, dims });
     return out;
   }
 
@@ -300,48 +305,6 @@ export class GraphBuilder {
     for (const out of outputs) this.produced.set(out.name, node);
     return outputs[0];
   }
-}
-
-/** Attributes given to `op`: tagged values, or shorthand (see `toAttr`). */
-export type AttrMap = Readonly<Record<string, AttrValue | AttrShorthand | undefined>>;
-
-/** Shorthand attribute values: integers → INT(S), other numbers → FLOAT(S), strings → STRING(S). */
-export type AttrShorthand = number | bigint | string | readonly number[] | readonly string[] | GraphBuilder;
-
-/** Tagged attribute constructors, for values the shorthand would misread (a float of 1 is `attr.float(1)`). */
-export const attr = {
-  float: (value: number): AttrValue => ({ type: "float", value }),
-  int: (value: number | bigint): AttrValue => ({ type: "int", value }),
-  string: (value: string): AttrValue => ({ type: "string", value }),
-  floats: (value: readonly number[]): AttrValue => ({ type: "floats", value }),
-  ints: (value: readonly (number | bigint)[]): AttrValue => ({ type: "ints", value }),
-  strings: (value: readonly string[]): AttrValue => ({ type: "strings", value }),
-  tensor: (value: TensorData): AttrValue => ({ type: "tensor", value }),
-  graph: (value: GraphBuilder | GraphData): AttrValue => ({
-    type: "graph",
-    value: value instanceof GraphBuilder ? value.toGraph() : value,
-  }),
-};
-
-function normalizeAttrs(attrs: AttrMap): Record<string, AttrValue> {
-  const out: Record<string, AttrValue> = {};
-  for (const [key, value] of Object.entries(attrs)) {
-    if (value !== undefined) out[key] = toAttr(value);
-  }
-  return out;
-}
-
-function toAttr(value: AttrValue | AttrShorthand): AttrValue {
-  if (value instanceof GraphBuilder) return attr.graph(value);
-  if (typeof value === "bigint") return attr.int(value);
-  if (typeof value === "number") return Number.isInteger(value) ? attr.int(value) : attr.float(value);
-  if (typeof value === "string") return attr.string(value);
-  if (Array.isArray(value)) {
-    if (value.every((v) => typeof v === "string")) return attr.strings(value as string[]);
-    const nums = value as number[];
-    return nums.every(Number.isInteger) ? attr.ints(nums) : attr.floats(nums);
-  }
-  return value as AttrValue;
 }
 
 function nodeData(node: NodeRecord): NodeData {

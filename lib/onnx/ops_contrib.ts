@@ -71,6 +71,15 @@ const GQA_ORDER: readonly (keyof GqaInputs)[] = [
 /** Causal grouped-query attention with KV cache: `[output, presentKey, presentValue]`. */
 function groupQueryAttention(g: GraphBuilder, inputs: GqaInputs, o: GqaOptions): [Value, Value, Value] {
   check(o.numHeads % o.kvNumHeads === 0, "GroupQueryAttention", "numHeads must be a multiple of kvNumHeads");
+  const hidden = inputs.key ? inputs.query.shape?.at(-1) : undefined;
+  if (typeof hidden === "number") {
+    // Measured: onnxruntime 1.30's CPU kernel rejects other head sizes at run time.
+    check(
+      (hidden / o.numHeads) % 8 === 0,
+      "GroupQueryAttention",
+      `head size ${hidden / o.numHeads} is not a multiple of 8`,
+    );
+  }
   const hasCaches = inputs.cosCache !== undefined && inputs.sinCache !== undefined;
   check(!o.doRotary || hasCaches, "GroupQueryAttention", "doRotary needs cosCache and sinCache");
   const list = GQA_ORDER.map((k) => inputs[k] ?? null);
