@@ -14,9 +14,10 @@ import { loadGsm8k } from "./gsm8k.ts";
 import { loadMbpp } from "./mbpp.ts";
 import { shuffled } from "./random.ts";
 import type { Task } from "./task.ts";
+import { DATA_SOURCES } from "../config/sections/model.ts";
 
-/** The dataset kinds `data.source` can name. */
-export const DATA_SOURCES = ["gsm8k", "mbpp", "mbpp_sanitized", "arithmetic", "jsonl", "parquet"] as const;
+/** The dataset kinds `data.source` can name (declared once, with the config schema). */
+export { DATA_SOURCES };
 export type DataSource = typeof DATA_SOURCES[number];
 
 /** Synthetic arithmetic settings (`data.arithmetic`), snake_case as in config.yaml. */
@@ -28,8 +29,8 @@ export interface ArithmeticConfig {
   max_value: number;
 }
 
-/** The `data` section of config.yaml, as far as loading is concerned. */
-export interface DataConfig {
+/** The `data` section of config.yaml, as far as loading is concerned (every key but `source` optional). */
+export interface TaskDataOptions {
   /** Which loader reads `path` (or, for `arithmetic`, which generator runs). */
   source: DataSource;
   /** The dataset file; required for every source but `arithmetic`. */
@@ -54,7 +55,7 @@ export const ARITHMETIC_DEFAULTS: ArithmeticConfig = {
 };
 
 /** Loads the tasks `data` describes, shuffled and truncated as it says. */
-export async function loadTasks(data: DataConfig): Promise<Task[]> {
+export async function loadTasks(data: TaskDataOptions): Promise<Task[]> {
   const all = await loadSource(data);
   checkUniqueIds(all, data);
   return selectTasks(all, data);
@@ -63,7 +64,7 @@ export async function loadTasks(data: DataConfig): Promise<Task[]> {
 /** Applies the seeded shuffle, then `max_samples` (exported for callers that hold tasks already). */
 export function selectTasks(
   tasks: readonly Task[],
-  data: Pick<DataConfig, "max_samples" | "shuffle_seed">,
+  data: Pick<TaskDataOptions, "max_samples" | "shuffle_seed">,
 ): Task[] {
   const ordered = data.shuffle_seed === null || data.shuffle_seed === undefined
     ? tasks.slice()
@@ -73,7 +74,7 @@ export function selectTasks(
     : ordered.slice(0, data.max_samples);
 }
 
-function loadSource(data: DataConfig): Promise<Task[]> {
+function loadSource(data: TaskDataOptions): Promise<Task[]> {
   switch (data.source) {
     case "gsm8k":
       return loadGsm8k(requirePath(data));
@@ -109,7 +110,7 @@ function arithmeticTasks(partial: Partial<ArithmeticConfig>): Task[] {
 const EXTENSIONS: Record<"jsonl" | "parquet", RegExp> = { jsonl: /\.jsonl?$/i, parquet: /\.parquet$/i };
 
 /** `data.path`, which must be set; for `jsonl` / `parquet` sources its extension must match. */
-function requirePath(data: DataConfig, format?: "jsonl" | "parquet"): string {
+function requirePath(data: TaskDataOptions, format?: "jsonl" | "parquet"): string {
   if (!data.path) {
     throw new UserError("data.path", {
       value: data.path ?? null,
@@ -127,7 +128,7 @@ function requirePath(data: DataConfig, format?: "jsonl" | "parquet"): string {
   return data.path;
 }
 
-function requireFields(data: DataConfig): FieldMap {
+function requireFields(data: TaskDataOptions): FieldMap {
   if (data.fields && typeof data.fields.prompt === "string" && data.fields.prompt !== "") return data.fields;
   throw new UserError("data.fields.prompt", {
     value: data.fields?.prompt ?? null,
@@ -137,7 +138,7 @@ function requireFields(data: DataConfig): FieldMap {
 }
 
 /** Two tasks with one id would be scored and grouped together; refuse that. */
-function checkUniqueIds(tasks: Task[], data: DataConfig): void {
+function checkUniqueIds(tasks: Task[], data: TaskDataOptions): void {
   const seen = new Set<string>();
   for (const task of tasks) {
     if (!seen.has(task.id)) {

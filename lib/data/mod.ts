@@ -17,10 +17,10 @@ export {
   ARITHMETIC_DEFAULTS,
   type ArithmeticConfig,
   DATA_SOURCES,
-  type DataConfig,
   type DataSource,
   loadTasks,
   selectTasks,
+  type TaskDataOptions,
 } from "./load.ts";
 export { readRows, type Row } from "./rows.ts";
 export { mulberry32, shuffled } from "./random.ts";

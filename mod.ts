@@ -1,0 +1,59 @@
+/**
+ * deno-rl: GRPO for Qwen3 tool use, in TypeScript on Deno.
+ *
+ * The public API for notebooks and scripts. Each stage script (`stages/*.ts`) is a pure function
+ * exported here plus a thin command-line `main`; the library pieces the stages stand on are exported
+ * beside them.
+ *
+ * ```ts
+ * import { loadConfig, loadTasks, readStageFile } from "./mod.ts";
+ * const { config } = await loadConfig();
+ * const tasks = await loadTasks(config.data);
+ * const scored = await readStageFile("runs/x/scored.arrow", "scored");
+ * ```
+ *
+ * @module
+ */
+
+// Stages.
+export { rollout } from "./stages/rollout.ts";
+export { score } from "./stages/score.ts";
+export { mask } from "./stages/mask.ts";
+export { train } from "./stages/train.ts";
+export { loop } from "./stages/loop.ts";
+export { evaluate } from "./stages/eval.ts";
+export { NotImplementedError, type StageArgs } from "./lib/stage/cli.ts";
+
+// Configuration.
+export * from "./lib/config/mod.ts";
+
+// The Arrow contract between stages.
+export * from "./lib/arrow/mod.ts";
+
+// Datasets.
+export * from "./lib/data/mod.ts";
+
+// Checkpoints and model directories.
+export * as safetensors from "./lib/safetensors/mod.ts";
+export { type ModelDir, openModelDir, QWEN3_LINEARS, qwen3Weights } from "./lib/model/model_dir.ts";
+export { type Qwen3Config, readQwen3Config } from "./lib/model/hf_config.ts";
+export {
+  QWEN3_06B_SHAPE_PRESET,
+  type RandomQwen3Options,
+  TINY_PRESET,
+  writeRandomQwen3,
+} from "./lib/model/random_model.ts";
+
+// Tokenizer and chat template.
+export { loadTokenizer } from "./lib/model/tokenizer.ts";
+export {
+  type ChatMessage,
+  ChatTokenizer,
+  type RenderOptions,
+  type SpecialTokens,
+  type ToolCall,
+  type ToolSpec,
+} from "./lib/model/chat.ts";
+
+// Errors.
+export { UserError } from "./lib/errors.ts";
