@@ -55,5 +55,33 @@ export {
   type ToolSpec,
 } from "./lib/model/chat.ts";
 
+// The engine: Qwen3 on onnxruntime from graphs built here.
+export { loadPolicy, type LoadPolicyOptions } from "./lib/engine/worker_policy.ts";
+export { LocalPolicy } from "./lib/engine/local_policy.ts";
+export type {
+  BatchOptions,
+  BatchStats,
+  GenerateOptions,
+  Generation,
+  GenerationSession,
+  LogprobOptions,
+  Policy,
+  PolicyOptions,
+} from "./lib/engine/policy.ts";
+export { EXECUTION_PROVIDERS, type ExecutionProvider } from "./lib/engine/session.ts";
+
+// LoRA adapters (PEFT format).
+export {
+  type Adapter,
+  initLoraWeights,
+  LORA_TARGET_NAMES,
+  loraScale,
+  type LoraSpec,
+  type LoraTargetName,
+  type LoraWeights,
+  peftKey,
+} from "./lib/model/lora.ts";
+export { readPeftAdapter, writePeftAdapter } from "./lib/model/peft.ts";
+
 // Errors.
 export { UserError } from "./lib/errors.ts";

@@ -1,0 +1,69 @@
+/**
+ * Small feeds of the inference graph: token ids, lengths, sampling parameters.
+ *
+ * @module
+ */
+
+import * as ort from "onnxruntime-node";
+import { IO } from "./infer_graph.ts";
+
+/** How a generation samples. */
+export interface SamplingParams {
+  /** Softmax temperature; 0 = greedy (log-probs then at temperature 1). */
+  temperature: number;
+  /** Keep the k most likely tokens; 0 = off. */
+  topK: number;
+  /** Keep the smallest set of tokens with this much mass; 1 = off. */
+  topP: number;
+}
+
+export const GREEDY: SamplingParams = { temperature: 0, topK: 0, topP: 1 };
+
+/** int64 `[rows, cols]` from numbers. */
+export function int64(values: ArrayLike<number>, dims: readonly number[]): ort.Tensor {
+  const data = new BigInt64Array(values.length);
+  for (let i = 0; i < values.length; i++) data[i] = BigInt(values[i]);
+  return new ort.Tensor("int64", data, dims);
+}
+
+export function int32(values: ArrayLike<number>, dims: readonly number[]): ort.Tensor {
+  return new ort.Tensor("int32", Int32Array.from(values), dims);
+}
+
+export function float32(values: ArrayLike<number>, dims: readonly number[]): ort.Tensor {
+  return new ort.Tensor("float32", Float32Array.from(values), dims);
+}
+
+export function bool(value: boolean): ort.Tensor {
+  return new ort.Tensor("bool", Uint8Array.from([value ? 1 : 0]), []);
+}
+
+/** The sampling inputs for `batch` sequences drawing `uniforms`. */
+export function samplingFeeds(
+  params: SamplingParams,
+  uniforms: ArrayLike<number>,
+  vocab: number,
+): Record<string, ort.Tensor> {
+  const filtered = params.temperature > 0 && (params.topK > 0 || params.topP < 1);
+  const k = params.topK > 0 ? Math.min(params.topK, vocab) : vocab;
+  return {
+    [IO.temperature]: float32([params.temperature], []),
+    [IO.uniforms]: float32(uniforms, [uniforms.length]),
+    [IO.filter]: bool(filtered),
+    [IO.topK]: int64([k], [1]),
+    [IO.topP]: float32([params.topP], []),
+  };
+}
+
+/** Checks sampling parameters, naming the bad one. */
+export function checkSampling(params: SamplingParams): void {
+  const bad = (name: string, value: number, range: string) =>
+    new RangeError(`sampling: ${name} = ${value} is out of range; use ${range}`);
+  if (!(params.temperature >= 0) || !Number.isFinite(params.temperature)) {
+    throw bad("temperature", params.temperature, "0 (greedy) or a positive number");
+  }
+  if (!Number.isInteger(params.topK) || params.topK < 0) {
+    throw bad("topK", params.topK, "0 (off) or a positive integer");
+  }
+  if (!(params.topP > 0 && params.topP <= 1)) throw bad("topP", params.topP, "a number in (0, 1]");
+}

@@ -1,0 +1,168 @@
+/**
+ * The inference graph: one ONNX model for prefill, decode, continuation and scoring, so a policy keeps
+ * one float32 copy of its weights (a second session would fold a second copy).
+ *
+ * Attention is `com.microsoft.GroupQueryAttention` with RoPE inside and a KV cache that the caller
+ * allocates once per batch (`[B, nKV, M, D]` per layer) and passes as both the past input and the
+ * present output, so onnxruntime appends each step's keys and values in place: the cache is never
+ * copied, neither in the graph nor through JS. Per sequence b the kernel writes the S new positions at
+ * `seqlens_k[b] + 1 - S …  seqlens_k[b]` and attends to `0 … seqlens_k[b]`; a call with S equal to
+ * `total_seq_len` is a first prompt (right padding allowed, positions from 0). onnxruntime 1.30 allows
+ * S > 1 with a past only for batch 1, so continuations run one sequence at a time on a view of its rows.
+ *
+ * Inputs (B sequences, S new tokens each, M cache length):
+ *   input_ids int64 [B, S] · seqlens_k int32 [B] · total_seq_len int32 [] · past.L.key / past.L.value
+ *   float32 [B, nKV, M, D] · LoRA inputs (lora_inputs.ts) · score_mode bool [] · targets int64 [B, S] ·
+ *   temperature float [] · sample_rows int64 [B] (flat row of each sequence's last token) ·
+ *   uniforms float [B] · filter bool [] · top_k int64 [1] · top_p float []
+ * Outputs:
+ *   present.L.key / present.L.value · target_logprobs float [B·S] (score mode; empty otherwise) ·
+ *   next_tokens int64 [B] · next_logprobs float [B]
+ *
+ * @module
+ */
+
+import { GraphBuilder, type Value } from "../onnx/builder.ts";
+import { OPS } from "../onnx/ops.ts";
+import type { ModelDir } from "../model/model_dir.ts";
+import type { LoraShape } from "../model/lora.ts";
+import { addLoraInputs } from "../model/graph/lora_inputs.ts";
+import { addCheckpointWeights } from "../model/graph/weights.ts";
+import { type AttentionFn, decoder, headWeight } from "../model/graph/decoder.ts";
+import {
+  chunkedTargetLogprobs,
+  fusedLogSoftmax,
+  headChunkRows,
+  inverseTemperature,
+  sampleNext,
+} from "../model/graph/head.ts";
+import { logSoftmax as composedLogSoftmax } from "../onnx/compose.ts";
+import type { ExecutionProvider } from "./session.ts";
+import { ropeTables } from "../model/graph/rope.ts";
+
+const { Concat, Gather, GroupQueryAttention, If, Reshape, Shape } = OPS;
+
+/** Graph input and output names the engine feeds and fetches. */
+export const IO = {
+  ids: "input_ids",
+  seqlens: "seqlens_k",
+  total: "total_seq_len",
+  scoreMode: "score_mode",
+  targets: "targets",
+  temperature: "temperature",
+  sampleRows: "sample_rows",
+  uniforms: "uniforms",
+  filter: "filter",
+  topK: "top_k",
+  topP: "top_p",
+  targetLogprobs: "target_logprobs",
+  nextTokens: "next_tokens",
+  nextLogprobs: "next_logprobs",
+  pastKey: (layer: number) => `past.${layer}.key`,
+  pastValue: (layer: number) => `past.${layer}.value`,
+  presentKey: (layer: number) => `present.${layer}.key`,
+  presentValue: (layer: number) => `present.${layer}.value`,
+} as const;
+
+/** A built inference model. */
+export interface InferenceModel {
+  bytes: Uint8Array;
+  /** Folder the external weights are relative to (session option). */
+  externalFolder: string;
+}
+
+/** Builds the inference graph of `model` with LoRA inputs of `lora` (null: no adapter inputs). */
+export function buildInferenceModel(
+  model: ModelDir,
+  lora: LoraShape | null,
+  ep: ExecutionProvider = "cpu",
+): InferenceModel {
+  const cfg = model.config;
+  const { num_hidden_layers: L, num_key_value_heads: nKV, head_dim: D } = cfg;
+  const g = new GraphBuilder("qwen3_infer");
+  const ids = g.input(IO.ids, "int64", ["B", "S"]);
+  const seqlens = g.input(IO.seqlens, "int32", ["B"]);
+  const total = g.input(IO.total, "int32", []);
+  const past = Array.from({ length: L }, (_, l) => ({
+    key: g.input(IO.pastKey(l), "float32", ["B", nKV, "M", D]),
+    value: g.input(IO.pastValue(l), "float32", ["B", nKV, "M", D]),
+  }));
+  const weights = addCheckpointWeights(g, model);
+  const loraInputs = addLoraInputs(g, cfg, lora);
+  const rope = ropeTables(D, cfg.rope_theta, cfg.max_position_embeddings);
+  const cos = g.initializer("rope.cos", rope.cos, [rope.positions, rope.half]); // [P, D/2]
+  const sin = g.initializer("rope.sin", rope.sin, [rope.positions, rope.half]); // [P, D/2]
+
+  const bs = Shape.emit(g, ids); // [2] = B, S
+  const toBatch = (x: Value) => Reshape.emit(g, x, Concat.emit(g, [bs, g.ints([-1])], 0)); // [B, S, E]
+  const attention: AttentionFn = (layer, q, k, v) => {
+    const [out, presentKey, presentValue] = GroupQueryAttention.emit(g, {
+      query: toBatch(q),
+      key: toBatch(k),
+      value: toBatch(v),
+      pastKey: past[layer].key,
+      pastValue: past[layer].value,
+      seqlensK: seqlens,
+      totalSequenceLength: total,
+      cosCache: cos,
+      sinCache: sin,
+    }, { numHeads: cfg.num_attention_heads, kvNumHeads: nKV, doRotary: true }); // [B, S, nH*D]
+    g.output(presentKey, IO.presentKey(layer));
+    g.output(presentValue, IO.presentValue(layer));
+    return Reshape.emit(g, out, [-1, cfg.num_attention_heads * D]); // [N, nH*D]
+  };
+  const flatIds = Reshape.emit(g, ids, [-1]); // [N]
+  const hidden = decoder(g, flatIds, { cfg, weights, lora: loraInputs, attention }); // [N, H]
+  // WebGPU has no LogSoftmax kernel (ENGINE_FACTS.md): it gets x - ReduceLogSumExp(x) instead.
+  const logSoftmax = ep === "webgpu"
+    ? (b: GraphBuilder, z: Value) => composedLogSoftmax(b, z)
+    : fusedLogSoftmax;
+  addHeads(g, hidden, headWeight(cfg, weights), cfg.vocab_size, logSoftmax);
+  return {
+    bytes: g.toModel({ doc: `Qwen3 inference graph for ${model.dir}` }),
+    externalFolder: weights.folder,
+  };
+}
+
+/** Score head (all rows, in chunks, only in score mode) and sampling head (one row per sequence). */
+function addHeads(
+  g: GraphBuilder,
+  hidden: Value,
+  w: Value,
+  vocab: number,
+  logSoftmax: (g: GraphBuilder, z: Value) => Value,
+): void {
+  const scoreMode = g.input(IO.scoreMode, "bool", []);
+  const targets = g.input(IO.targets, "int64", ["B", "S"]);
+  const temperature = g.input(IO.temperature, "float32", []);
+  const sampleRows = g.input(IO.sampleRows, "int64", ["B"]);
+  const sampler = {
+    temperature,
+    uniforms: g.input(IO.uniforms, "float32", ["B"]),
+    filter: g.input(IO.filter, "bool", []),
+    topK: g.input(IO.topK, "int64", [1]),
+    topP: g.input(IO.topP, "float32", []),
+  };
+  const [scores] = If.emit(
+    g,
+    scoreMode,
+    (b) => [
+      chunkedTargetLogprobs(
+        b,
+        hidden,
+        Reshape.emit(b, targets, [-1]),
+        w,
+        inverseTemperature(b, temperature),
+        headChunkRows(vocab),
+        logSoftmax,
+      ),
+    ],
+    (b) => [b.constant(new Float32Array(0), [0])],
+    "score",
+  ); // [N] or [0]
+  g.output(scores, IO.targetLogprobs);
+  const rows = Gather.emit(g, hidden, sampleRows, 0); // [B, H]
+  const [tokens, logprobs] = sampleNext(g, rows, w, vocab, sampler); // [B], [B]
+  g.output(tokens, IO.nextTokens);
+  g.output(logprobs, IO.nextLogprobs);
+}

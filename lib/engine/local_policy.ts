@@ -1,0 +1,158 @@
+/**
+ * `LocalPolicy`: the `Policy` on the calling thread. `loadPolicy` runs one inside a Worker
+ * (worker.ts); tests and the worker itself use it directly.
+ *
+ * The graph has LoRA inputs of one rank and target set. Setting an adapter of that shape is a new
+ * feed; another shape rebuilds the graph (seconds for a large model).
+ *
+ * @module
+ */
+
+import { openModelDir } from "../model/model_dir.ts";
+import type { ModelDir } from "../model/model_dir.ts";
+import type { Qwen3Config } from "../model/hf_config.ts";
+import { type Adapter, loraScale, loraTensorSpecs, sameLoraShape } from "../model/lora.ts";
+import { readPeftAdapter } from "../model/peft.ts";
+import { sha256Hex } from "../model/tokenizer.ts";
+import { InferenceEngine } from "./engine.ts";
+import { type BatchStats, type GenerateOptions, type Generation, GenerationBatch } from "./generate.ts";
+import type { BatchOptions, GenerationSession, LogprobOptions, Policy, PolicyOptions } from "./policy.ts";
+
+const DEFAULT_TOKEN_BUDGET = 4096;
+
+export class LocalPolicy implements Policy {
+  readonly config: Qwen3Config;
+  readonly #model: ModelDir;
+  readonly #options: PolicyOptions;
+  #engine: InferenceEngine;
+  #adapter: Adapter | null = null;
+  #adapterId = "base";
+  #open = 0;
+
+  private constructor(model: ModelDir, engine: InferenceEngine, options: PolicyOptions) {
+    this.config = model.config;
+    this.#model = model;
+    this.#engine = engine;
+    this.#options = options;
+  }
+
+  /** Opens the model directory, builds the graph and loads `options.adapter` if given. */
+  static async load(modelDir: string, options: PolicyOptions = {}): Promise<LocalPolicy> {
+    const model = await openModelDir(modelDir);
+    const adapter = typeof options.adapter === "string"
+      ? await readPeftAdapter(options.adapter, model.config)
+      : options.adapter ?? null;
+    const shape = adapter?.spec ?? options.lora ?? null;
+    const engine = await InferenceEngine.create(model, shape, options);
+    const policy = new LocalPolicy(model, engine, options);
+    if (adapter) await policy.setAdapter(adapter);
+    return policy;
+  }
+
+  adapterId(): Promise<string> {
+    return Promise.resolve(this.#adapterId);
+  }
+
+  logprobs(seqs: readonly (readonly number[])[], options: LogprobOptions = {}): Promise<Float32Array[]> {
+    const temperature = options.temperature ?? 1;
+    if (!(temperature > 0)) {
+      throw new RangeError(`logprobs: temperature = ${temperature}; use a positive number`);
+    }
+    seqs.forEach((s, i) => checkTokens(s, i, this.config.vocab_size));
+    return this.#engine.score(seqs, temperature, this.#options.tokenBudget ?? DEFAULT_TOKEN_BUDGET);
+  }
+
+  async generate(
+    prompts: readonly (readonly number[])[],
+    options: GenerateOptions & BatchOptions,
+  ): Promise<Generation[]> {
+    const longest = Math.max(0, ...prompts.map((p) => p.length));
+    const batch = await this.startBatch(prompts, {
+      seeds: options.seeds,
+      capacity: options.capacity ?? longest + Math.max(1, options.maxNewTokens),
+    });
+    try {
+      return await batch.generate(options);
+    } finally {
+      await batch.close();
+    }
+  }
+
+  startBatch(
+    prompts: readonly (readonly number[])[],
+    options: BatchOptions & { capacity: number },
+  ): Promise<GenerationSession> {
+    prompts.forEach((p, i) => checkTokens(p, i, this.config.vocab_size));
+    const batch = new GenerationBatch(this.#engine, prompts, options.capacity, options.seeds ?? []);
+    this.#open += 1;
+    let closed = false;
+    const session: GenerationSession = {
+      size: batch.size,
+      generate: (o, which) => {
+        if (closed) throw new Error("generate: the batch is closed");
+        return batch.generate(o, which);
+      },
+      append: (i, tokens) => {
+        checkTokens(tokens, i, this.config.vocab_size, true);
+        return Promise.resolve(batch.append(i, tokens));
+      },
+      tokens: (i) => Promise.resolve(batch.tokens(i)),
+      stats: (): Promise<BatchStats> => Promise.resolve({ ...batch.stats }),
+      close: () => {
+        if (!closed) this.#open -= 1;
+        closed = true;
+        return Promise.resolve();
+      },
+    };
+    return Promise.resolve(session);
+  }
+
+  async setAdapter(adapter: string | Adapter | null): Promise<void> {
+    if (this.#open > 0) throw new Error("setAdapter: close the open generation batches first");
+    const next = typeof adapter === "string" ? await readPeftAdapter(adapter, this.config) : adapter;
+    if (next && !sameLoraShape(next.spec, this.#engine.lora)) {
+      const engine = await InferenceEngine.create(this.#model, next.spec, this.#options);
+      await this.#engine.close();
+      this.#engine = engine;
+    }
+    this.#engine.setLoraWeights(next?.weights ?? null, next ? loraScale(next.spec) : 0);
+    this.#adapter = next;
+    this.#adapterId = next ? `lora:${(await adapterHash(next, this.config)).slice(0, 16)}` : "base";
+  }
+
+  /** The adapter currently applied (null: the base model). */
+  get adapter(): Adapter | null {
+    return this.#adapter;
+  }
+
+  async close(): Promise<void> {
+    await this.#engine.close();
+  }
+}
+
+/** sha256 of an adapter's spec and tensors, in PEFT order. */
+export async function adapterHash(adapter: Adapter, cfg: Qwen3Config): Promise<string> {
+  const specs = loraTensorSpecs(cfg, adapter.spec);
+  const head = new TextEncoder().encode(JSON.stringify(adapter.spec));
+  const size = specs.reduce((n, t) => n + 4 * t.dims[0] * t.dims[1], head.length);
+  const bytes = new Uint8Array(size);
+  bytes.set(head, 0);
+  let at = head.length;
+  for (const t of specs) {
+    const data = adapter.weights.get(t.key)!;
+    bytes.set(new Uint8Array(data.buffer, data.byteOffset, data.byteLength), at);
+    at += data.byteLength;
+  }
+  return await sha256Hex(bytes);
+}
+
+function checkTokens(seq: readonly number[], i: number, vocab: number, allowEmpty = false): void {
+  if (!allowEmpty && seq.length === 0) {
+    throw new RangeError(`sequence ${i} is empty; give at least one token`);
+  }
+  for (const t of seq) {
+    if (!Number.isInteger(t) || t < 0 || t >= vocab) {
+      throw new RangeError(`sequence ${i}: token ${t} is outside the vocabulary 0..${vocab - 1}`);
+    }
+  }
+}

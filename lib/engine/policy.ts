@@ -1,0 +1,80 @@
+/**
+ * The `Policy` interface the stages talk to (generate, log-probs, adapter), independent of where the
+ * model runs: in a Worker on this machine (`loadPolicy`, the default), on this thread (tests), or
+ * later behind an inference server.
+ *
+ * @module
+ */
+
+import type { Qwen3Config } from "../model/hf_config.ts";
+import type { Adapter, LoraSpec } from "../model/lora.ts";
+import type { BatchStats, GenerateOptions, Generation } from "./generate.ts";
+import type { ExecutionProvider } from "./session.ts";
+
+export type { BatchStats, GenerateOptions, Generation } from "./generate.ts";
+
+/** Options of `loadPolicy`. */
+export interface PolicyOptions {
+  /** PEFT adapter directory or tensors to start from; default none (the base model). */
+  adapter?: string | Adapter | null;
+  /**
+   * Rank and targets of the LoRA inputs when no adapter is given, so that adapters of this shape can
+   * be set later without rebuilding the graph. Default: no LoRA inputs until an adapter is set.
+   */
+  lora?: LoraSpec | null;
+  /** Execution provider, default "cpu". */
+  ep?: ExecutionProvider;
+  /** onnxruntime intra-op threads; 0 or absent = one per core. */
+  threads?: number;
+  /** Most padded tokens per scoring call (default 4096): bounds memory of `logprobs`. */
+  tokenBudget?: number;
+}
+
+/** Options of `logprobs`. */
+export interface LogprobOptions {
+  /** Default 1. */
+  temperature?: number;
+}
+
+/** Options of a whole-batch `generate` or `startBatch`. */
+export interface BatchOptions {
+  /** Per-sequence sampling seeds (default: the sequence's index). */
+  seeds?: readonly number[];
+  /** Most tokens a sequence may hold (prompt, turns, appended tokens); default prompt + maxNewTokens. */
+  capacity?: number;
+}
+
+/** A batch kept open across turns: its KV cache lives in the engine until `close`. */
+export interface GenerationSession {
+  readonly size: number;
+  /** Samples a turn for sequences `which` (default all). */
+  generate(options: GenerateOptions, which?: readonly number[]): Promise<Generation[]>;
+  /** Appends environment tokens to sequence `i`; they are processed at its next turn. */
+  append(i: number, tokens: readonly number[]): Promise<void>;
+  /** All tokens of sequence `i`. */
+  tokens(i: number): Promise<number[]>;
+  stats(): Promise<BatchStats>;
+  close(): Promise<void>;
+}
+
+/** A Qwen3 policy: base weights plus an optional LoRA adapter. */
+export interface Policy {
+  readonly config: Qwen3Config;
+  /** "base", or `lora:<sha256 prefix of the adapter tensors>`. */
+  adapterId(): Promise<string>;
+  /** Entry 0 NaN; entry t = log p(seq[t] | seq[<t]) under softmax(logits / temperature). */
+  logprobs(seqs: readonly (readonly number[])[], options?: LogprobOptions): Promise<Float32Array[]>;
+  /** One turn for every prompt; each sequence stops on its own. */
+  generate(
+    prompts: readonly (readonly number[])[],
+    options: GenerateOptions & BatchOptions,
+  ): Promise<Generation[]>;
+  /** Opens a batch for multi-turn generation (tool results appended between turns). */
+  startBatch(
+    prompts: readonly (readonly number[])[],
+    options: BatchOptions & { capacity: number },
+  ): Promise<GenerationSession>;
+  /** Switches the adapter (directory, tensors, or null for the base model). No batch may be open. */
+  setAdapter(adapter: string | Adapter | null): Promise<void>;
+  close(): Promise<void>;
+}

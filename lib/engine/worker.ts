@@ -1,0 +1,88 @@
+/**
+ * The Worker that owns onnxruntime: a `LocalPolicy` and its open generation batches, driven by
+ * messages from `WorkerPolicy` (worker_policy.ts). `session.run` blocks its thread, so running it
+ * here keeps the main thread free for progress output, file I/O and tool calls.
+ *
+ * Protocol: `{ id, op, args }` in; `{ id, ok: true, value }` or `{ id, ok: false, error }` out.
+ *
+ * @module
+ */
+
+/// <reference lib="deno.worker" />
+
+import { LocalPolicy } from "./local_policy.ts";
+import type { GenerationSession } from "./policy.ts";
+import { serializeError } from "./worker_errors.ts";
+
+/** A request from the main thread. */
+export interface WorkerRequest {
+  id: number;
+  op: string;
+  args: unknown[];
+}
+
+let policy: LocalPolicy | null = null;
+const batches = new Map<number, GenerationSession>();
+let nextBatch = 1;
+
+function requirePolicy(): LocalPolicy {
+  if (!policy) throw new Error("policy worker: load first");
+  return policy;
+}
+
+function requireBatch(id: unknown): GenerationSession {
+  const batch = batches.get(id as number);
+  if (!batch) throw new Error(`policy worker: no open batch ${id}`);
+  return batch;
+}
+
+/** Each op: its arguments as sent, its result as returned (typed arrays are transferred back). */
+// deno-lint-ignore no-explicit-any
+const OPS: Record<string, (...args: any[]) => unknown> = {
+  async load(dir, options) {
+    policy = await LocalPolicy.load(dir, options);
+    return policy.config;
+  },
+  adapterId: () => requirePolicy().adapterId(),
+  logprobs: (seqs, options) => requirePolicy().logprobs(seqs, options),
+  generate: (prompts, options) => requirePolicy().generate(prompts, options),
+  async startBatch(prompts, options) {
+    const batch = await requirePolicy().startBatch(prompts, options);
+    const id = nextBatch++;
+    batches.set(id, batch);
+    return { id, size: batch.size };
+  },
+  batchGenerate: (id, options, which) => requireBatch(id).generate(options, which),
+  batchAppend: (id, i, tokens) => requireBatch(id).append(i, tokens),
+  batchTokens: (id, i) => requireBatch(id).tokens(i),
+  batchStats: (id) => requireBatch(id).stats(),
+  async batchClose(id) {
+    await batches.get(id)?.close();
+    batches.delete(id);
+  },
+  setAdapter: (adapter) => requirePolicy().setAdapter(adapter),
+  async close() {
+    for (const batch of batches.values()) await batch.close();
+    batches.clear();
+    await policy?.close();
+    policy = null;
+  },
+};
+
+self.onmessage = async (event: MessageEvent<WorkerRequest>) => {
+  const { id, op, args } = event.data;
+  try {
+    const run = OPS[op];
+    if (!run) throw new Error(`policy worker: unknown op ${op}`);
+    const value = await run(...args);
+    self.postMessage({ id, ok: true, value }, { transfer: transferables(value) });
+  } catch (error) {
+    self.postMessage({ id, ok: false, error: serializeError(error) });
+  }
+};
+
+/** The buffers of typed arrays in a result (log-probs), moved instead of copied. */
+function transferables(value: unknown): Transferable[] {
+  if (!Array.isArray(value)) return [];
+  return value.filter((v) => ArrayBuffer.isView(v)).map((v) => (v as Float32Array<ArrayBuffer>).buffer);
+}

@@ -1,0 +1,148 @@
+/**
+ * `loadPolicy`: a `Policy` whose onnxruntime sessions run in a Worker (worker.ts), so the calling
+ * thread keeps moving while the model computes. Requests are queued in order by the worker.
+ *
+ * ```ts
+ * const policy = await loadPolicy("runs/demo/model");
+ * const [g] = await policy.generate([[151644, 872, 198]], { maxNewTokens: 16, temperature: 0.7 });
+ * const lp = await policy.logprobs([[151644, 872, 198, ...g.tokens]]);
+ * await policy.close();
+ * ```
+ *
+ * @module
+ */
+
+import type { Qwen3Config } from "../model/hf_config.ts";
+import type { Adapter } from "../model/lora.ts";
+import type { GenerateOptions, Generation } from "./generate.ts";
+import { LocalPolicy } from "./local_policy.ts";
+import type {
+  BatchOptions,
+  BatchStats,
+  GenerationSession,
+  LogprobOptions,
+  Policy,
+  PolicyOptions,
+} from "./policy.ts";
+import { deserializeError, type SerializedError } from "./worker_errors.ts";
+
+/** Options of `loadPolicy` beyond the engine's. */
+export interface LoadPolicyOptions extends PolicyOptions {
+  /** Run onnxruntime in a Worker (default true); false runs it on this thread. */
+  worker?: boolean;
+}
+
+/** Loads a Qwen3 policy from a Hugging Face model directory. */
+export async function loadPolicy(modelDir: string, options: LoadPolicyOptions = {}): Promise<Policy> {
+  const { worker = true, ...engineOptions } = options;
+  if (!worker) return await LocalPolicy.load(modelDir, engineOptions);
+  const channel = new WorkerChannel();
+  try {
+    const config = await channel.call<Qwen3Config>("load", modelDir, engineOptions);
+    return new WorkerPolicy(channel, config);
+  } catch (e) {
+    channel.terminate();
+    throw e;
+  }
+}
+
+/** Request/response over one Worker. */
+class WorkerChannel {
+  readonly #worker: Worker;
+  readonly #pending = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>();
+  #next = 1;
+
+  constructor() {
+    this.#worker = new Worker(new URL("./worker.ts", import.meta.url), { type: "module" });
+    this.#worker.onmessage = (event: MessageEvent<Response>) => {
+      const { id, ok } = event.data;
+      const waiter = this.#pending.get(id);
+      this.#pending.delete(id);
+      if (!waiter) return;
+      if (ok) waiter.resolve(event.data.value);
+      else waiter.reject(deserializeError(event.data.error!));
+    };
+    this.#worker.onerror = (event) => {
+      event.preventDefault();
+      const error = new Error(`policy worker crashed: ${event.message}`);
+      for (const waiter of this.#pending.values()) waiter.reject(error);
+      this.#pending.clear();
+    };
+  }
+
+  call<T>(op: string, ...args: unknown[]): Promise<T> {
+    const id = this.#next++;
+    return new Promise<T>((resolve, reject) => {
+      this.#pending.set(id, { resolve: resolve as (v: unknown) => void, reject });
+      this.#worker.postMessage({ id, op, args });
+    });
+  }
+
+  terminate(): void {
+    this.#worker.terminate();
+  }
+}
+
+interface Response {
+  id: number;
+  ok: boolean;
+  value?: unknown;
+  error?: SerializedError;
+}
+
+class WorkerPolicy implements Policy {
+  readonly config: Qwen3Config;
+  readonly #channel: WorkerChannel;
+
+  constructor(channel: WorkerChannel, config: Qwen3Config) {
+    this.#channel = channel;
+    this.config = config;
+  }
+
+  adapterId(): Promise<string> {
+    return this.#channel.call("adapterId");
+  }
+
+  logprobs(seqs: readonly (readonly number[])[], options?: LogprobOptions): Promise<Float32Array[]> {
+    return this.#channel.call("logprobs", seqs, options);
+  }
+
+  generate(
+    prompts: readonly (readonly number[])[],
+    options: GenerateOptions & BatchOptions,
+  ): Promise<Generation[]> {
+    return this.#channel.call("generate", prompts, options);
+  }
+
+  async startBatch(
+    prompts: readonly (readonly number[])[],
+    options: BatchOptions & { capacity: number },
+  ): Promise<GenerationSession> {
+    const { id, size } = await this.#channel.call<{ id: number; size: number }>(
+      "startBatch",
+      prompts,
+      options,
+    );
+    const call = <T>(op: string, ...args: unknown[]) => this.#channel.call<T>(op, id, ...args);
+    return {
+      size,
+      generate: (o, which) => call<Generation[]>("batchGenerate", o, which),
+      append: (i, tokens) => call<void>("batchAppend", i, tokens),
+      tokens: (i) => call<number[]>("batchTokens", i),
+      stats: () => call<BatchStats>("batchStats"),
+      close: () => call<void>("batchClose"),
+    };
+  }
+
+  setAdapter(adapter: string | Adapter | null): Promise<void> {
+    return this.#channel.call("setAdapter", adapter);
+  }
+
+  async close(): Promise<void> {
+    try {
+      await this.#channel.call("close");
+    } finally {
+      this.#channel.terminate();
+    }
+  }
+}

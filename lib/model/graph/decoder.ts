@@ -1,0 +1,93 @@
+/**
+ * The Qwen3 decoder as a composition of ops of the table: embedding, per layer RMSNorm → q/k/v (q/k
+ * RMSNorm per head) → attention → o_proj residual, RMSNorm → SwiGLU MLP residual, then the final norm.
+ * Attention is a parameter: the inference graph plugs in GroupQueryAttention with a KV cache, the
+ * train graph an attention made of primitive ops (so that every step has a gradient rule). RoPE
+ * belongs to the attention (GroupQueryAttention applies it inside).
+ *
+ * Activations are kept 2-D, one row per token, so every Linear is one Gemm with `transB` against
+ * the `[out, in]` checkpoint matrix (no transposed copy of a weight, and `dX = dY · W` needs none).
+ *
+ * Dimension legend:
+ *   N    tokens in the call (batch × sequence, flattened)     V    vocab_size
+ *   H    hidden_size                                          I    intermediate_size
+ *   nH   num_attention_heads                                  nKV  num_key_value_heads
+ *   D    head_dim                                             r    LoRA rank
+ *
+ * @module
+ */
+
+import type { GraphBuilder, Value } from "../../onnx/builder.ts";
+import { rmsNorm, swiglu } from "../../onnx/compose.ts";
+import { OPS } from "../../onnx/ops.ts";
+import type { Qwen3Config } from "../hf_config.ts";
+import { linearPath, type QWEN3_LINEARS } from "../model_dir.ts";
+import type { LoraInputs, LoraPairValues } from "./lora_inputs.ts";
+import type { GraphWeights } from "./weights.ts";
+
+const { Add, Gather, Gemm, Mul, Reshape } = OPS;
+
+/** Attention of one layer: q `[N, nH*D]`, k and v `[N, nKV*D]` (q/k already normed, no RoPE yet) → `[N, nH*D]`. */
+export type AttentionFn = (layer: number, q: Value, k: Value, v: Value) => Value;
+
+/** What the decoder needs. */
+export interface DecoderParts {
+  cfg: Qwen3Config;
+  weights: GraphWeights;
+  lora: LoraInputs;
+  attention: AttentionFn;
+}
+
+/** Hidden states after the final norm, `[N, H]`, for token ids `[N]` (int64). */
+export function decoder(g: GraphBuilder, ids: Value, parts: DecoderParts): Value {
+  const { cfg, weights } = parts;
+  let x = Gather.emit(g, weights.get("model.embed_tokens.weight"), ids, 0); // [N, H]
+  for (let layer = 0; layer < cfg.num_hidden_layers; layer++) {
+    x = g.scope(`layers.${layer}`, () => decoderLayer(g, x, layer, parts)); // [N, H]
+  }
+  return rmsNorm(g, x, weights.get("model.norm.weight"), cfg.rms_norm_eps); // [N, H]
+}
+
+/** The head matrix `[V, H]`: `lm_head.weight`, or the embedding table when tied. */
+export function headWeight(cfg: Qwen3Config, weights: GraphWeights): Value {
+  return weights.get(cfg.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight");
+}
+
+function decoderLayer(g: GraphBuilder, x: Value, layer: number, parts: DecoderParts): Value {
+  const { cfg, weights } = parts;
+  const { rms_norm_eps: eps, num_attention_heads: nH, num_key_value_heads: nKV, head_dim: D } = cfg;
+  const w = (name: string) => weights.get(`model.layers.${layer}.${name}.weight`);
+  const proj = (input: Value, linear: typeof QWEN3_LINEARS[number]) =>
+    linearWithLora(
+      g,
+      input,
+      weights.get(`${linearPath(layer, linear)}.weight`),
+      parts.lora.pair(layer, linear),
+    );
+
+  const n = rmsNorm(g, x, w("input_layernorm"), eps); // [N, H]
+  const q = headNorm(g, proj(n, "q_proj"), w("self_attn.q_norm"), nH, D, eps); // [N, nH*D]
+  const k = headNorm(g, proj(n, "k_proj"), w("self_attn.k_norm"), nKV, D, eps); // [N, nKV*D]
+  const v = proj(n, "v_proj"); // [N, nKV*D]
+  const attn = g.scope("attn", () => parts.attention(layer, q, k, v)); // [N, nH*D]
+  const h = Add.emit(g, x, proj(attn, "o_proj")); // [N, H]
+
+  const m = rmsNorm(g, h, w("post_attention_layernorm"), eps); // [N, H]
+  const act = swiglu(g, proj(m, "gate_proj"), proj(m, "up_proj")); // [N, I]
+  return Add.emit(g, h, proj(act, "down_proj")); // [N, H]
+}
+
+/** RMSNorm over each head's D features: `[N, heads*D]` → `[N, heads*D]`. */
+function headNorm(g: GraphBuilder, x: Value, weight: Value, heads: number, D: number, eps: number): Value {
+  const perHead = Reshape.emit(g, x, [0, heads, D]); // [N, heads, D]
+  return Reshape.emit(g, rmsNorm(g, perHead, weight, eps), [0, heads * D]); // [N, heads*D]
+}
+
+/** `x Wᵀ + scale · (x Aᵀ) Bᵀ`: x `[N, in]`, W `[out, in]`, A `[r, in]`, B `[out, r]` → `[N, out]`. */
+export function linearWithLora(g: GraphBuilder, x: Value, w: Value, lora: LoraPairValues | undefined): Value {
+  const y = Gemm.emit(g, x, w, null, { transB: true }); // [N, out]
+  if (!lora) return y;
+  const u = Gemm.emit(g, x, lora.a, null, { transB: true }); // [N, r]
+  const d = Gemm.emit(g, u, lora.b, null, { transB: true }); // [N, out]
+  return Add.emit(g, y, Mul.emit(g, d, lora.scale)); // [N, out]
+}

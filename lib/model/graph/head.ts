@@ -1,0 +1,179 @@
+/**
+ * The output head without a `[tokens, vocab]` tensor for the whole call.
+ *
+ * - `chunkedTargetLogprobs`: log p(target | prefix) for every row, computed `chunk` rows at a time
+ *   inside an ONNX Loop, so only `[chunk, V]` logits exist at once.
+ * - `sampleNext`: for one row per sequence, sample a token (or take the argmax) and return its log-prob.
+ *
+ * Log-probs are under softmax(logits / T). Temperature 0 means greedy decoding; its log-probs are
+ * then reported at T = 1 (a temperature-0 distribution has no finite log-probs).
+ *
+ * Sampling is by inverse CDF with one uniform per sequence, fed from outside (seeded per sequence and
+ * position in JS), so a seed reproduces a token whatever else is in the batch: the sampled token is the
+ * first index whose cumulative probability reaches `u · total` (found in two stages, block then entry).
+ * With top-k / top-p the candidates are the sorted top k (k = V for top-p alone; a full sort, slow),
+ * cut where the probability mass before a token reaches top_p; the reported log-prob stays that of the
+ * full softmax(logits / T) (as the policy-gradient ratio needs), not of the truncated distribution.
+ *
+ * Dimension legend: N rows (tokens), B sequences, H hidden, V vocab, C chunk rows, K candidates.
+ *
+ * @module
+ */
+
+import { attr, type GraphBuilder, type Value } from "../../onnx/builder.ts";
+import { OPS } from "../../onnx/ops.ts";
+
+const { Add, ArgMax, Cast, Concat, ConstantOfShape, CumSum, Div, Expand, Gather, GatherElements, Gemm } = OPS;
+const { Greater, If, Less, Log, Loop, Min, Mul, ReduceSum, Reshape, Shape, Slice, Softmax, Squeeze, Sub } =
+  OPS;
+const { TopK, Unsqueeze, Where } = OPS;
+
+/** Log-softmax over the last axis with onnxruntime's fused kernel (one pass; CPU and CUDA). */
+export function fusedLogSoftmax(g: GraphBuilder, z: Value): Value {
+  // Not in the op table: inference graphs only, never differentiated (the train graph has its own head).
+  return g.op("LogSoftmax", [z], { axis: attr.int(-1) }, { shape: z.shape });
+}
+
+/** Rows of logits computed at once by `chunkedTargetLogprobs`: about 16M floats (64 MB) per chunk. */
+export function headChunkRows(vocab: number): number {
+  return Math.max(16, Math.min(1024, Math.floor((16 << 20) / vocab)));
+}
+
+/** `1 / T`, with T = 0 (greedy) read as 1. `temperature` is a float scalar. */
+export function inverseTemperature(g: GraphBuilder, temperature: Value): Value {
+  const t = Where.emit(g, Greater.emit(g, temperature, 0), temperature, 1); // []
+  return Div.emit(g, 1, t); // []
+}
+
+/**
+ * log softmax(h Wᵀ · invT)[target] per row: h `[N, H]`, targets int64 `[N]`, W `[V, H]` → `[N]`.
+ * A Loop over `ceil(N / chunk)` chunks; the result grows by concatenation (N floats, cheap), because
+ * Loop scan outputs must have the same shape every iteration and the last chunk may be shorter.
+ */
+export function chunkedTargetLogprobs(
+  g: GraphBuilder,
+  h: Value,
+  targets: Value,
+  w: Value,
+  invT: Value,
+  chunk: number,
+  logSoftmax: (g: GraphBuilder, z: Value) => Value,
+): Value {
+  const n = Gather.emit(g, Shape.emit(g, h), g.scalar(0, "int64"), 0); // []
+  const trips = Div.emit(g, Add.emit(g, n, chunk - 1), chunk); // []
+  const empty = g.constant(new Float32Array(0), [0]); // [0]
+  const { carried } = Loop.emit(g, {
+    name: "head_chunks",
+    trips,
+    carried: [empty],
+    body: (b, iter, _cond, [acc]) => {
+      const start = Unsqueeze.emit(b, Mul.emit(b, iter, chunk), [0]); // [1]
+      const end = Min.emit(b, Add.emit(b, start, chunk), Unsqueeze.emit(b, n, [0])); // [1]
+      const hc = Slice.emit(b, h, start, end, [0]); // [C, H]
+      const tc = Slice.emit(b, targets, start, end, [0]); // [C]
+      const z = Gemm.emit(b, Mul.emit(b, hc, invT), w, null, { transB: true }); // [C, V]
+      const lp = Squeeze.emit(b, GatherElements.emit(b, logSoftmax(b, z), Unsqueeze.emit(b, tc, [1]), 1), [
+        1,
+      ]); // [C]
+      return { carried: [Concat.emit(b, [acc, lp], 0)] }; // [rows so far]
+    },
+  });
+  return carried[0]; // [N]
+}
+
+/** Sampling inputs of `sampleNext`. */
+export interface SamplerInputs {
+  /** float scalar: temperature (0 = greedy). */
+  temperature: Value;
+  /** float `[B]`: one uniform in (0, 1) per sequence. */
+  uniforms: Value;
+  /** bool scalar: use the top-k / top-p path. */
+  filter: Value;
+  /** int64 `[1]`: candidates kept by top-k (V when only top-p is on). */
+  topK: Value;
+  /** float scalar: nucleus mass (1 = off). */
+  topP: Value;
+}
+
+/** Vocabulary entries per block of the two-stage sampler. */
+const BLOCK = 128;
+
+/**
+ * Next token and its log-prob for rows `[B, H]` under head W `[V, H]`: `[tokens int64 [B], logprobs [B]]`.
+ * One exponential pass over the vocabulary (Softmax); the log-prob is `log p[token]`, exact for any
+ * token that can be sampled (p above float32's denormal range; a greedy token has p ≥ 1/V).
+ */
+export function sampleNext(
+  g: GraphBuilder,
+  rows: Value,
+  w: Value,
+  vocab: number,
+  s: SamplerInputs,
+): [Value, Value] {
+  const scaled = Mul.emit(g, rows, inverseTemperature(g, s.temperature)); // [B, H]: 1/T folded in before the head
+  const z = Gemm.emit(g, scaled, w, null, { transB: true }); // [B, V]
+  const p = Softmax.emit(g, z, 1); // [B, V]
+  const u = Unsqueeze.emit(g, s.uniforms, [1]); // [B, 1]
+  const [token] = If.emit(
+    g,
+    Greater.emit(g, s.temperature, 0),
+    (b) =>
+      If.emit(
+        b,
+        s.filter,
+        (f) => [sampleFiltered(f, z, p, u, s)],
+        (f) => [sampleTwoStage(f, p, u, vocab)],
+        "filter",
+      ),
+    (b) => [ArgMax.emit(b, z, 1)],
+    "sample",
+  ); // [B, 1]
+  const logprob = Log.emit(g, GatherElements.emit(g, p, token, 1)); // [B, 1]
+  return [Squeeze.emit(g, token, [1]), Squeeze.emit(g, logprob, [1])];
+}
+
+/** Index of the first entry whose running sum reaches `threshold`: p `[B, K]`, threshold `[B, 1]` → `[B, 1]`. */
+function inverseCdf(g: GraphBuilder, p: Value, threshold: Value, size: number | Value): Value {
+  const cdf = CumSum.emit(g, p, 1); // [B, K]
+  const below = ReduceSum.emit(g, Cast.emit(g, Less.emit(g, cdf, threshold), "int64"), [1]); // [B, 1]
+  const last = typeof size === "number" ? g.scalar(size - 1, "int64") : Sub.emit(g, size, 1); // [] or [1]
+  return Min.emit(g, below, last); // [B, 1]: rounding can put the threshold past the last sum
+}
+
+/**
+ * Inverse-CDF sampling in two stages, so that no running sum spans the whole vocabulary (CumSum is
+ * slow and serial): pick a block of BLOCK entries by its mass, then an entry inside the block by the
+ * mass left over. Same distribution as one inverse CDF over p, same token for the same uniform.
+ */
+function sampleTwoStage(g: GraphBuilder, p: Value, u: Value, vocab: number): Value {
+  const blocks = Math.ceil(vocab / BLOCK);
+  const padded = blocks * BLOCK === vocab ? p : padColumns(g, p, blocks * BLOCK - vocab); // [B, nb*BLOCK]
+  const p3 = Reshape.emit(g, padded, [0, blocks, BLOCK]); // [B, nb, BLOCK]
+  const mass = ReduceSum.emit(g, p3, [2], { keepdims: false }); // [B, nb]
+  const threshold = Mul.emit(g, u, ReduceSum.emit(g, mass, [1])); // [B, 1]
+  const j = inverseCdf(g, mass, threshold, blocks); // [B, 1]
+  const before = CumSum.emit(g, mass, 1, { exclusive: true }); // [B, nb]
+  const rest = Sub.emit(g, threshold, GatherElements.emit(g, before, j, 1)); // [B, 1]
+  const at = Expand.emit(g, Unsqueeze.emit(g, j, [2]), [1, 1, BLOCK]); // [B, 1, BLOCK]
+  const inBlock = Squeeze.emit(g, GatherElements.emit(g, p3, at, 1), [1]); // [B, BLOCK]
+  const k = inverseCdf(g, inBlock, rest, BLOCK); // [B, 1]
+  return Min.emit(g, Add.emit(g, Mul.emit(g, j, BLOCK), k), g.scalar(vocab - 1, "int64")); // [B, 1]
+}
+
+/** `[B, n]` → `[B, n + extra]` with zero columns appended. */
+function padColumns(g: GraphBuilder, x: Value, extra: number): Value {
+  const rows = Shape.emit(g, x, 0, 1); // [1]
+  const zeros = ConstantOfShape.emit(g, Concat.emit(g, [rows, g.ints([extra])], 0), 0, "float32"); // [B, extra]
+  return Concat.emit(g, [x, zeros], 1);
+}
+
+/** Top-k then top-p candidates, sampled by inverse CDF, mapped back to vocabulary ids. */
+function sampleFiltered(g: GraphBuilder, z: Value, p: Value, u: Value, s: SamplerInputs): Value {
+  const [, indices] = TopK.emit(g, z, s.topK, { axis: 1 }); // [B, K], most likely first
+  const sorted = GatherElements.emit(g, p, indices, 1); // [B, K]
+  const before = CumSum.emit(g, sorted, 1, { exclusive: true }); // [B, K]: mass of better tokens
+  const kept = Mul.emit(g, sorted, Cast.emit(g, Less.emit(g, before, s.topP), "float32")); // [B, K]; the first stays
+  const size = Gather.emit(g, Shape.emit(g, kept), g.ints([1]), 0); // [1]
+  const j = inverseCdf(g, kept, Mul.emit(g, u, ReduceSum.emit(g, kept, [1])), size); // [B, 1]
+  return GatherElements.emit(g, indices, j, 1); // [B, 1]
+}
