@@ -70,6 +70,9 @@ export type {
 } from "./lib/engine/policy.ts";
 export { EXECUTION_PROVIDERS, type ExecutionProvider } from "./lib/engine/session.ts";
 
+// Export for transformers.js (browser / peer), base + adapter merged.
+export { exportForTransformersJs, type MergeAdapter, mergeAdapterOf } from "./lib/model/export.ts";
+
 // LoRA adapters (PEFT format).
 export {
   type Adapter,

@@ -8,7 +8,7 @@
 import type { Qwen3Config } from "../../lib/model/hf_config.ts";
 import { type Adapter, loraScale, type LoraSpec, loraTensorSpecs } from "../../lib/model/lora.ts";
 import { mulberry32 } from "../reference/weights.ts";
-import type { ReferenceLora } from "./reference_model.ts";
+import type { LoraPair, LoraSpec as ReferenceLora } from "../reference/types.ts";
 
 /** An adapter of `spec` with entries uniform in ±`spread`. */
 export function randomAdapter(cfg: Qwen3Config, spec: LoraSpec, seed: number, spread = 0.05): Adapter {
@@ -20,8 +20,14 @@ export function randomAdapter(cfg: Qwen3Config, spec: LoraSpec, seed: number, sp
   return { spec, weights };
 }
 
-/** The same adapter in the reference's form (applied unmerged there). */
+/** The same adapter in the reference's form, keyed by module path (applied unmerged there). */
 export function referenceLoraOf(cfg: Qwen3Config, adapter: Adapter): ReferenceLora {
-  const dims = new Map(loraTensorSpecs(cfg, adapter.spec).map((t) => [t.key, [...t.dims]]));
-  return { scale: loraScale(adapter.spec), weights: adapter.weights, dims };
+  const targets = new Map<string, LoraPair>();
+  for (const t of loraTensorSpecs(cfg, adapter.spec)) {
+    const module = t.key.replace(/^base_model\.model\./, "").replace(/\.lora_[AB]\.weight$/, "");
+    const pair = targets.get(module) ?? ({} as LoraPair);
+    pair[t.which] = { shape: [...t.dims], data: adapter.weights.get(t.key)! };
+    targets.set(module, pair);
+  }
+  return { scale: loraScale(adapter.spec), targets };
 }
