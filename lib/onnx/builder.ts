@@ -25,6 +25,7 @@ import {
 import type { OpsetId, TensorData, TensorInfo } from "./proto.ts";
 import { arrayOf, type DType, DTYPE_BYTES, dtypeOfArray, rawBytes, type TensorArray } from "./dtype.ts";
 import { type AttrMap, normalizeAttrs } from "./attrs.ts";
+import { trackInts } from "./shape.ts";
 
 export { attr, type AttrMap, type AttrShorthand } from "./attrs.ts";
 
@@ -196,7 +197,8 @@ export class GraphBuilder {
 
   /** A 1-D int64 constant, e.g. axes, shapes, starts and ends. */
   ints(values: readonly number[]): Value {
-    return this.constant(arrayOf("int64", values), [values.length], "int64");
+    // Its contents are tracked, so a shape computed from it (Reshape, Expand targets) is tracked too.
+    return trackInts(this.constant(arrayOf("int64", values), [values.length], "int64"), values);
   }
 
   /** A 1-D constant of any non-16-bit dtype. */

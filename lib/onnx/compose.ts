@@ -8,6 +8,7 @@
  */
 
 import type { GraphBuilder, Value } from "./builder.ts";
+import { intsInput } from "./op_def.ts";
 import { OPS } from "./ops.ts";
 
 const { Add, Mul, Sigmoid, Sqrt, Sub, Neg, Concat, Split, Softmax, MatMul, Transpose } = OPS;
@@ -54,7 +55,7 @@ export function repeatKv(g: GraphBuilder, x: Value, rep: number, headDim: number
   if (rep === 1) return x;
   const x5 = Unsqueeze.emit(g, x, [2]); // [B, Hkv, 1, S, D]
   const shape = Shape.emit(g, x5); // [5]
-  const target = Mul.emit(g, shape, g.ints([1, 1, rep, 1, 1])); // B, Hkv, rep, S, D
+  const target = Mul.emit(g, shape, intsInput(g, [1, 1, rep, 1, 1])); // B, Hkv, rep, S, D
   const expanded = Expand.emit(g, x5, target); // [B, Hkv, rep, S, D]
   return reshapeHeads(g, expanded, headDim); // [B, H, S, D]
 }
@@ -63,7 +64,7 @@ export function repeatKv(g: GraphBuilder, x: Value, rep: number, headDim: number
 function reshapeHeads(g: GraphBuilder, x: Value, headDim: number): Value {
   const b = Shape.emit(g, x, 0, 1); // [1]
   const s = Shape.emit(g, x, 3, 4); // [1]
-  const target = Concat.emit(g, [b, g.ints([-1]), s, g.ints([headDim])], 0); // [4]
+  const target = Concat.emit(g, [b, intsInput(g, [-1]), s, intsInput(g, [headDim])], 0); // [4]
   return Reshape.emit(g, x, target); // [B, H, S, D]
 }
 

@@ -2,12 +2,13 @@
  * The shape of an op table entry: a typed emitter and, beside it, the op's gradient rule.
  *
  * Emitters take the builder first, then typed operands and options, check what they can (attribute
- * values, input counts) and call `g.op`. Gradient rules are filled in by the autodiff issue; the
- * reverse walk looks a node's rule up by op type and throws, naming the op, where it is missing.
+ * values, input counts) and call `g.op`. Gradient rules sit beside them in `ops_*.ts`; the reverse
+ * walk (`autodiff.ts`) looks a node's rule up by op type and throws, naming the op, where it is missing.
  */
 
 import type { GraphBuilder, NodeRecord, Value } from "./builder.ts";
 import type { DType } from "./dtype.ts";
+import { trackInts } from "./shape.ts";
 
 /** What a gradient rule sees: the forward node and the gradients flowing into its outputs. */
 export interface GradContext {
@@ -39,7 +40,7 @@ export interface OpDef<E extends Emit = Emit> {
   readonly domain: string;
   /** Typed emitter. */
   readonly emit: E;
-  /** Gradient rule, beside the emitter (undefined until the autodiff issue supplies it). */
+  /** Gradient rule, beside the emitter; absent for ops without float gradients and for Loop, If, contrib ops. */
   readonly grad?: GradRule;
   /** Inputs no gradient ever flows through (indices, shapes, axes, conditions), by position. */
   readonly nondiff?: readonly number[];
@@ -64,14 +65,32 @@ export function lift(g: GraphBuilder, x: Operand, like?: Operand): Value {
   return g.scalar(x, dtype);
 }
 
-/** A static int64 list becomes a constant; a Value is used as given (dynamic axes, shapes). */
+/** A static int64 list becomes a constant (its contents tracked); a Value is used as given. */
 export function intsInput(g: GraphBuilder, x: readonly number[] | Value): Value {
-  return Array.isArray(x) ? g.ints(x as readonly number[]) : x as Value;
+  if (!Array.isArray(x)) return x as Value;
+  return trackInts(g.ints(x as readonly number[]), x as readonly number[]);
 }
 
 /** The static list, when `x` is one. */
 export function staticInts(x: readonly number[] | Value | undefined): readonly number[] | undefined {
   return Array.isArray(x) ? x as readonly number[] : undefined;
+}
+
+/** An emitter with the builder argument bound. */
+export type Bound<E extends Emit> = E extends (g: GraphBuilder, ...args: infer A) => infer R
+  ? (...args: A) => R
+  : never;
+
+/** Every emitter of a table, bound to one builder. */
+export type BoundTable<T extends Record<string, OpDef>> = { readonly [K in keyof T]: Bound<T[K]["emit"]> };
+
+/** Binds every emitter of `table` to `g` (the op table's `bindOps` does this for the whole table). */
+export function bindTable<T extends Record<string, OpDef>>(g: GraphBuilder, table: T): BoundTable<T> {
+  const bound: Record<string, unknown> = {};
+  for (const [name, entry] of Object.entries(table)) {
+    bound[name] = (...args: unknown[]) => entry.emit(g, ...args);
+  }
+  return bound as BoundTable<T>;
 }
 
 /** Throws a one-line error naming the op when a check fails. */

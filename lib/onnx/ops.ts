@@ -20,6 +20,7 @@ import { REDUCE_OPS } from "./ops_reduce.ts";
 import { SHAPE_OPS } from "./ops_shape.ts";
 
 export type { Emit, GradContext, GradRule, OpDef, Operand } from "./op_def.ts";
+export { backward, type Seed } from "./autodiff.ts";
 
 /** Every op, keyed by ONNX op type. */
 export const OPS = {

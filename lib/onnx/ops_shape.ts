@@ -1,20 +1,44 @@
 /**
- * Op table, shapes and indexing: Reshape, Transpose, Concat, Split, Slice, Unsqueeze, Squeeze,
- * Expand, Shape, Gather, GatherElements, ScatterElements, ScatterND, ConstantOfShape, Range, Trilu.
- * Shape-like arguments are static int lists (made constants) or int64 Values (computed shapes).
+ * Op table, shapes and indexing: Reshape, Transpose, Concat, Split, Slice, Pad, Unsqueeze, Squeeze,
+ * Expand, Shape, Gather, GatherElements, GatherND, ScatterElements, ScatterND, ConstantOfShape,
+ * Range, Trilu, each with its gradient rule beside it (the longer ones in `grad_shape.ts`).
+ * Shape-like arguments are static int lists (made constants) or int64 Values (computed shapes);
+ * the contents of computed shape vectors are tracked where known (`shape.ts` `trackInts`).
  */
 
 import { attr, type GraphBuilder, type Value } from "./builder.ts";
 import { arrayOf, type DType } from "./dtype.ts";
-import { check, def, intsInput, type Operand, staticInts } from "./op_def.ts";
-import { axisOf, broadcast, concatShape, gatherShape, reshapeShape, squeezeShape } from "./shape.ts";
-import { transposeShape, unsqueezeShape } from "./shape.ts";
+import { concatGrad, gatherGrad, padGrad, sliceGrad } from "./grad_shape.ts";
+import {
+  gradDtype,
+  gradError,
+  gradOps,
+  intAttr,
+  intsAttr,
+  outGrad,
+  shapeValue,
+  stringAttr,
+} from "./grad_util.ts";
+import { sumToShape, zerosLike } from "./grad_util.ts";
+import { check, def, type GradContext, intsInput, lift, type Operand } from "./op_def.ts";
+import type { Dim } from "./proto.ts";
+import {
+  axisOf,
+  broadcast,
+  concatShape,
+  gatherShape,
+  intsOf,
+  numbersOf,
+  padShape,
+  reshapeShape,
+} from "./shape.ts";
+import { sliceShape, splitShapes, squeezeShape, trackInts, transposeShape, unsqueezeShape } from "./shape.ts";
 
 type Ints = readonly number[] | Value;
 
 /** Reshape to `shape` (0 copies the input dim unless `allowzero`, -1 is inferred). */
 function reshape(g: GraphBuilder, x: Value, shape: Ints, allowzero = false): Value {
-  const target = staticInts(shape);
+  const target = intsOf(shape);
   const tracked = target && !allowzero ? reshapeShape(x.shape, target) : undefined;
   return g.op("Reshape", [x, intsInput(g, shape)], { allowzero: attr.int(allowzero ? 1 : 0) }, {
     shape: tracked,
@@ -30,7 +54,11 @@ function transpose(g: GraphBuilder, x: Value, perm?: readonly number[]): Value {
 /** Joins `xs` along `axis`. */
 function concat(g: GraphBuilder, xs: readonly Value[], axis: number): Value {
   check(xs.length > 0, "Concat", "needs at least one input");
-  return g.op("Concat", xs, { axis: attr.int(axis) }, { shape: concatShape(xs.map((x) => x.shape), axis) });
+  const out = g.op("Concat", xs, { axis: attr.int(axis) }, {
+    shape: concatShape(xs.map((x) => x.shape), axis),
+  });
+  const parts = xs.map((x) => intsOf(x));
+  return trackInts(out, parts.every((p) => p) ? (parts as Dim[][]).flat() : undefined);
 }
 
 /** Splits along `axis` into pieces of the given sizes, or into `parts` equal pieces. */
@@ -42,7 +70,7 @@ function split(g: GraphBuilder, x: Value, sizes: readonly number[] | { parts: nu
   }
   const parts = (sizes as { parts: number }).parts;
   const attrs = { axis: attr.int(axis), num_outputs: attr.int(parts) };
-  return g.opN("Split", [x], parts, attrs);
+  return g.opN("Split", [x], parts, attrs, { shape: splitShapes(x.shape, axis, parts) });
 }
 
 /** Slices `[starts, ends)` on `axes` (default all) with `steps` (default 1). */
@@ -53,24 +81,36 @@ function slice(g: GraphBuilder, x: Value, starts: Ints, ends: Ints, axes?: Ints,
     steps === undefined ? null : intsInput(g, steps),
   ];
   while (optional.length > 0 && optional[optional.length - 1] === null) optional.pop();
-  return g.op("Slice", [...inputs, ...optional]);
+  const [s, e, a, st] = [numbersOf(starts), numbersOf(ends), numbersOf(axes), numbersOf(steps)];
+  const known = s && e && (axes === undefined || a) && (steps === undefined || st);
+  return g.op("Slice", [...inputs, ...optional], {}, {
+    shape: known ? sliceShape(x.shape, s, e, a, st) : undefined,
+  });
+}
+
+/** Constant-mode Pad: `pads` is `[begins..., ends...]` over `axes` (default all axes). */
+function pad(g: GraphBuilder, x: Value, pads: Ints, value: Operand = 0, axes?: Ints): Value {
+  const [p, a] = [numbersOf(pads), numbersOf(axes)];
+  const shape = p && (axes === undefined || a) ? padShape(x.shape, p, a) : undefined;
+  const inputs = [x, intsInput(g, pads), lift(g, value, x), axes === undefined ? null : intsInput(g, axes)];
+  return g.op("Pad", inputs, { mode: attr.string("constant") }, { shape });
 }
 
 /** Inserts size-1 axes (positions in the output). */
 function unsqueeze(g: GraphBuilder, x: Value, axes: Ints): Value {
-  const list = staticInts(axes);
+  const list = numbersOf(axes);
   return g.op("Unsqueeze", [x, intsInput(g, axes)], {}, { shape: list && unsqueezeShape(x.shape, list) });
 }
 
 /** Removes size-1 axes. */
 function squeeze(g: GraphBuilder, x: Value, axes: Ints): Value {
-  const list = staticInts(axes);
+  const list = numbersOf(axes);
   return g.op("Squeeze", [x, intsInput(g, axes)], {}, { shape: list && squeezeShape(x.shape, list) });
 }
 
 /** Broadcasts to `shape` (numpy rules: the result may be larger than `shape`). */
 function expand(g: GraphBuilder, x: Value, shape: Ints): Value {
-  const list = staticInts(shape);
+  const list = intsOf(shape);
   return g.op("Expand", [x, intsInput(g, shape)], {}, { shape: list && broadcast(x.shape, list) });
 }
 
@@ -82,14 +122,21 @@ function shapeOf(g: GraphBuilder, x: Value, start?: number, end?: number): Value
   };
   const rank = x.shape?.length;
   const n = rank === undefined ? undefined : sliceLength(rank, start ?? 0, end ?? rank);
-  return g.op("Shape", [x], attrs, { dtype: "int64", shape: n === undefined ? undefined : [n] });
+  const out = g.op("Shape", [x], attrs, { dtype: "int64", shape: n === undefined ? undefined : [n] });
+  return trackInts(
+    out,
+    x.shape?.slice(clampAxis(x.shape.length, start ?? 0), clampAxis(x.shape.length, end ?? x.shape.length)),
+  );
 }
 
 /** Rows of `data` along `axis` picked by integer `indices` (embedding lookup). */
 function gather(g: GraphBuilder, data: Value, indices: Value, axis = 0): Value {
-  return g.op("Gather", [data, indices], { axis: attr.int(axis) }, {
+  const out = g.op("Gather", [data, indices], { axis: attr.int(axis) }, {
     shape: gatherShape(data.shape, indices.shape, axis),
   });
+  const [from, at] = [intsOf(data), numbersOf(indices)]; // picking dims out of a tracked shape vector
+  const picked = from && at && indices.shape?.length === 1 ? at.map((i) => from.at(i)) : undefined;
+  return trackInts(out, picked?.every((d) => d !== undefined) ? picked as Dim[] : undefined);
 }
 
 /** `out[i][j] = data[indices[i][j]][j]` for axis 0 (and likewise for other axes). */
@@ -125,6 +172,15 @@ function scatterND(
   });
 }
 
+/** Slices of `data` picked by N-d `indices` (the last dim indexes the leading axes); batch_dims 0. */
+function gatherND(g: GraphBuilder, data: Value, indices: Value): Value {
+  const k = indices.shape?.at(-1);
+  const shape = data.shape && indices.shape && typeof k === "number"
+    ? [...indices.shape.slice(0, -1), ...data.shape.slice(k)]
+    : undefined;
+  return g.op("GatherND", [data, indices], {}, { shape });
+}
+
 /** A tensor of `shape` filled with `value`. */
 function constantOfShape(g: GraphBuilder, shape: Ints, value = 0, dtype: DType = "float32"): Value {
   const data = arrayOf(dtype, [value]);
@@ -136,7 +192,7 @@ function constantOfShape(g: GraphBuilder, shape: Ints, value = 0, dtype: DType =
   };
   return g.op("ConstantOfShape", [intsInput(g, shape)], { value: attr.tensor(tensor) }, {
     dtype,
-    shape: staticInts(shape),
+    shape: intsOf(shape),
   });
 }
 
@@ -162,26 +218,133 @@ function withDim(shape: Value["shape"], axis: number, n: number): Value["shape"]
 }
 
 function sliceLength(rank: number, start: number, end: number): number {
-  const clampAxis = (a: number) => Math.min(rank, Math.max(0, a < 0 ? a + rank : a));
-  return Math.max(0, clampAxis(end) - clampAxis(start));
+  return Math.max(0, clampAxis(rank, end) - clampAxis(rank, start));
+}
+
+function clampAxis(rank: number, a: number): number {
+  return Math.min(rank, Math.max(0, a < 0 ? a + rank : a));
+}
+
+/** Reshape: `dy` reshaped back to the input's shape. */
+function reshapeGrad(ctx: GradContext): (Value | null)[] {
+  return [gradOps(ctx.g).Reshape(outGrad(ctx), shapeValue(ctx.g, ctx.node.inputs[0] as Value)), null];
+}
+
+/** Transpose: `dy` under the inverse permutation. */
+function transposeGrad(ctx: GradContext): (Value | null)[] {
+  const perm = intsAttr(ctx.node, "perm");
+  const inverse = perm?.map((_, i) => perm.indexOf(i));
+  return [gradOps(ctx.g).Transpose(outGrad(ctx), inverse)];
+}
+
+/** Split: the output gradients joined again (zeros for outputs that do not reach the loss). */
+function splitGrad(ctx: GradContext): (Value | null)[] {
+  const o = gradOps(ctx.g);
+  const dy = ctx.grads.find((v) => v) as Value;
+  const dtype = gradDtype(ctx.node.inputs[0] as Value, dy);
+  const parts = ctx.node.outputs.map((y, i) => ctx.grads[i] ?? zerosLike(ctx.g, y, dtype));
+  return [o.Concat(parts, intAttr(ctx.node, "axis", 0)), null];
+}
+
+/** The axes input of (Un)Squeeze as an emitter argument: a list where tracked. */
+function axesArg(ctx: GradContext): readonly number[] | Value {
+  const axes = ctx.node.inputs[1] as Value;
+  return numbersOf(axes) ?? axes;
+}
+
+/** Unsqueeze: the added axes squeezed out of `dy`. */
+function unsqueezeGrad(ctx: GradContext): (Value | null)[] {
+  return [gradOps(ctx.g).Squeeze(outGrad(ctx), axesArg(ctx)), null];
+}
+
+/** Squeeze: the removed axes put back (a reshape when Squeeze had no axes). */
+function squeezeGrad(ctx: GradContext): (Value | null)[] {
+  if (!ctx.node.inputs[1]) return reshapeGrad(ctx);
+  return [gradOps(ctx.g).Unsqueeze(outGrad(ctx), axesArg(ctx)), null];
+}
+
+/** Expand: `dy` summed over the broadcast axes. */
+function expandGrad(ctx: GradContext): (Value | null)[] {
+  const [x, shape] = ctx.node.inputs as Value[];
+  const length = intsOf(shape)?.length ?? shape.shape?.[0];
+  const rank = typeof length === "number" && x.shape ? Math.max(length, x.shape.length) : undefined;
+  const from = ctx.node.outputs[0].shape ?? (rank === undefined ? undefined : Array(rank).fill(undefined));
+  return [sumToShape(ctx.g, outGrad(ctx), from, x, ctx.node), null];
+}
+
+/** GatherElements: `dy` added into zeros at the gathered positions (duplicates accumulate). */
+function gatherElementsGrad(ctx: GradContext): (Value | null)[] {
+  const [data, indices] = ctx.node.inputs as Value[];
+  const dy = outGrad(ctx);
+  const axis = intAttr(ctx.node, "axis", 0);
+  const zeros = zerosLike(ctx.g, data, gradDtype(data, dy));
+  return [gradOps(ctx.g).ScatterElements(zeros, indices, dy, { axis, reduction: "add" }), null];
+}
+
+/** GatherND: `dy` added into zeros at the gathered slices (duplicates accumulate). */
+function gatherNDGrad(ctx: GradContext): (Value | null)[] {
+  const [data, indices] = ctx.node.inputs as Value[];
+  const dy = outGrad(ctx);
+  return [gradOps(ctx.g).ScatterND(zerosLike(ctx.g, data, gradDtype(data, dy)), indices, dy, "add"), null];
+}
+
+/**
+ * ScatterElements / ScatterND with reduction none or add: `updates` get `dy` gathered at their
+ * indices; `data` gets `dy`, with the overwritten positions zeroed under reduction none (with
+ * repeated indices, ONNX leaves which update wins unspecified, and so is this gradient).
+ */
+function scatterGrad(gather: (g: GraphBuilder, dy: Value, ctx: GradContext) => Value) {
+  return (ctx: GradContext): (Value | null)[] => {
+    const o = gradOps(ctx.g);
+    const [, indices, updates] = ctx.node.inputs as Value[];
+    const dy = outGrad(ctx);
+    const reduction = stringAttr(ctx.node, "reduction", "none");
+    if (reduction !== "none" && reduction !== "add") {
+      throw gradError(ctx.node, `reduction ${reduction} has no gradient rule`, "use reduction none or add");
+    }
+    const cleared = () =>
+      ctx.node.opType === "ScatterND"
+        ? o.ScatterND(dy, indices, zerosLike(ctx.g, updates, gradDtype(updates, dy)))
+        : o.ScatterElements(dy, indices, zerosLike(ctx.g, updates, gradDtype(updates, dy)), {
+          axis: intAttr(ctx.node, "axis", 0),
+        });
+    const dData = ctx.wants[0] ? (reduction === "add" ? dy : cleared()) : null;
+    return [dData, null, ctx.wants[2] ? gather(ctx.g, dy, ctx) : null];
+  };
+}
+
+/** Trilu: the same triangle of `dy`. */
+function triluGrad(ctx: GradContext): (Value | null)[] {
+  const upper = intAttr(ctx.node, "upper", 1) === 1;
+  return [gradOps(ctx.g).Trilu(outGrad(ctx), upper, ctx.node.inputs[1] ?? 0), null];
 }
 
 /** Shape and indexing ops. */
 export const SHAPE_OPS = {
-  Reshape: def("Reshape", reshape, { nondiff: [1] }),
-  Transpose: def("Transpose", transpose),
-  Concat: def("Concat", concat),
-  Split: def("Split", split, { nondiff: [1] }),
-  Slice: def("Slice", slice, { nondiff: [1, 2, 3, 4] }),
-  Unsqueeze: def("Unsqueeze", unsqueeze, { nondiff: [1] }),
-  Squeeze: def("Squeeze", squeeze, { nondiff: [1] }),
-  Expand: def("Expand", expand, { nondiff: [1] }),
+  Reshape: def("Reshape", reshape, { nondiff: [1], grad: reshapeGrad }),
+  Transpose: def("Transpose", transpose, { grad: transposeGrad }),
+  Concat: def("Concat", concat, { grad: concatGrad }),
+  Split: def("Split", split, { nondiff: [1], grad: splitGrad }),
+  Slice: def("Slice", slice, { nondiff: [1, 2, 3, 4], grad: sliceGrad }),
+  Pad: def("Pad", pad, { nondiff: [1, 2, 3], grad: padGrad }),
+  Unsqueeze: def("Unsqueeze", unsqueeze, { nondiff: [1], grad: unsqueezeGrad }),
+  Squeeze: def("Squeeze", squeeze, { nondiff: [1], grad: squeezeGrad }),
+  Expand: def("Expand", expand, { nondiff: [1], grad: expandGrad }),
   Shape: def("Shape", shapeOf, { nondiff: [0] }),
-  Gather: def("Gather", gather, { nondiff: [1] }),
-  GatherElements: def("GatherElements", gatherElements, { nondiff: [1] }),
-  ScatterElements: def("ScatterElements", scatterElements, { nondiff: [1] }),
-  ScatterND: def("ScatterND", scatterND, { nondiff: [1] }),
+  Gather: def("Gather", gather, { nondiff: [1], grad: gatherGrad }),
+  GatherElements: def("GatherElements", gatherElements, { nondiff: [1], grad: gatherElementsGrad }),
+  GatherND: def("GatherND", gatherND, { nondiff: [1], grad: gatherNDGrad }),
+  ScatterElements: def("ScatterElements", scatterElements, {
+    nondiff: [1],
+    grad: scatterGrad((g, dy, ctx): Value =>
+      gradOps(g).GatherElements(dy, ctx.node.inputs[1] as Value, intAttr(ctx.node, "axis", 0))
+    ),
+  }),
+  ScatterND: def("ScatterND", scatterND, {
+    nondiff: [1],
+    grad: scatterGrad((g, dy, ctx): Value => gradOps(g).GatherND(dy, ctx.node.inputs[1] as Value)),
+  }),
   ConstantOfShape: def("ConstantOfShape", constantOfShape, { nondiff: [0] }),
   Range: def("Range", range, { nondiff: [0, 1, 2] }),
-  Trilu: def("Trilu", trilu, { nondiff: [1] }),
+  Trilu: def("Trilu", trilu, { nondiff: [1], grad: triluGrad }),
 };

@@ -1,0 +1,129 @@
+/**
+ * Reverse-mode automatic differentiation over the op table: only the reverse walk. Every op's
+ * gradient rule sits beside its emitter (`ops_*.ts`); this file finds the nodes between the
+ * parameters and the loss, calls their rules in reverse order and adds up the gradients of values
+ * used more than once.
+ *
+ * ```ts
+ * const g = new GraphBuilder("train");
+ * const x = g.input("x", "float32", ["B", 4]);                      // [B, 4]
+ * const w = g.input("w", "float32", [4, 3]);                        // [4, 3]
+ * const loss = OPS.ReduceSum.emit(g, OPS.MatMul.emit(g, x, w));     // [1, 1]
+ * const [dw] = backward(g, [{ value: loss, grad: g.constant(new Float32Array([1]), [1, 1]) }], [w]);
+ * g.output(dw!, "grad_w");                                          // [4, 3]
+ * ```
+ */
+
+import type { GraphBuilder, NodeRecord, Value } from "./builder.ts";
+import { nodeLabel } from "./grad_util.ts";
+import type { GradRule, OpDef } from "./op_def.ts";
+import { OPS } from "./ops.ts";
+import type { GraphData } from "./proto.ts";
+
+/** A seed: `grad` is dLoss/d`value` (e.g. ones for the loss itself), with `value`'s shape. */
+export interface Seed {
+  readonly value: Value;
+  readonly grad: Value;
+}
+
+/**
+ * Emits the backward pass into `g` and returns dLoss/d(each of `wrt`): `null` where no gradient
+ * flows (no path to a seed, or only through inputs without gradient such as indices and shapes).
+ * Gradients from several seeds add up. Only nodes on a path from some `wrt` to some seed are
+ * visited; a rule is told which inputs need gradients (`wants`), so frozen weights get no nodes.
+ * Throws, naming the op and node, where a node on such a path has no gradient rule.
+ */
+export function backward(g: GraphBuilder, seeds: readonly Seed[], wrt: readonly Value[]): (Value | null)[] {
+  const forward = g.nodes.slice(); // the walk must not see the nodes it adds
+  const live = dependents(forward, wrt);
+  const acc = new Accumulator(g);
+  for (const seed of seeds) if (live.has(seed.value.name)) acc.add(seed.value, seed.grad);
+  for (let k = forward.length - 1; k >= 0; k--) {
+    const node = forward[k];
+    const grads = node.outputs.map((v) => acc.total(v));
+    if (grads.every((d) => d === null)) continue;
+    const entry = entryOf(node);
+    const wants = node.inputs.map((v, i) => v !== null && !entry?.nondiff?.includes(i) && live.has(v.name));
+    if (!wants.some((w) => w) && !capturesLive(node, live)) continue;
+    const rule = ruleOf(node, entry);
+    const dx = g.scope(`${node.name}.grad`, () => rule({ g, node, grads, wants }));
+    node.inputs.forEach((v, i) => {
+      if (v && wants[i] && dx[i]) acc.add(v, dx[i]!);
+    });
+  }
+  return wrt.map((v) => acc.total(v));
+}
+
+/** Names of the values that depend on some `wrt` through inputs that carry gradients. */
+function dependents(nodes: readonly NodeRecord[], wrt: readonly Value[]): Set<string> {
+  const live = new Set(wrt.map((v) => v.name));
+  for (const node of nodes) {
+    const nondiff = entryOf(node)?.nondiff ?? [];
+    const reached = node.inputs.some((v, i) => v && !nondiff.includes(i) && live.has(v.name)) ||
+      capturesLive(node, live);
+    if (!reached) continue;
+    for (const out of node.outputs) if (mayCarryGradient(out)) live.add(out.name);
+  }
+  return live;
+}
+
+/** Integer and bool values carry no gradient; an unknown dtype might. */
+function mayCarryGradient(v: Value): boolean {
+  return v.dtype === undefined || v.dtype.startsWith("float") || v.dtype === "bfloat16";
+}
+
+/** Whether a Loop or If body reads a live value of an enclosing graph (not listed as an input). */
+function capturesLive(node: NodeRecord, live: ReadonlySet<string>): boolean {
+  return Object.values(node.attrs).some((a) => a.type === "graph" && graphReads(a.value, live));
+}
+
+function graphReads(graph: GraphData, names: ReadonlySet<string>): boolean {
+  return graph.nodes.some((n) =>
+    n.inputs.some((name) => names.has(name)) ||
+    Object.values(n.attrs ?? {}).some((a) => a.type === "graph" && graphReads(a.value, names))
+  );
+}
+
+function entryOf(node: NodeRecord): OpDef | undefined {
+  const entry = (OPS as Record<string, OpDef>)[node.opType];
+  return entry && entry.domain === node.domain ? entry : undefined;
+}
+
+function ruleOf(node: NodeRecord, entry: OpDef | undefined): GradRule {
+  if (entry?.grad) return entry.grad;
+  const why = entry ? "" : " (the op table has no entry for it)";
+  throw new Error(
+    `autodiff: no gradient rule for ${
+      nodeLabel(node)
+    }${why}; it lies on a path from a parameter to the loss: ` +
+      "build that part from ops with rules (e.g. compose.ts attention instead of fused contrib ops, no Loop/If), " +
+      "or feed it from values that need no gradient",
+  );
+}
+
+/** Gradient contributions per value, summed once (one Sum node) when first read. */
+class Accumulator {
+  private readonly parts = new Map<string, Value[]>();
+  private readonly totals = new Map<string, Value>();
+
+  constructor(private readonly g: GraphBuilder) {}
+
+  add(v: Value, grad: Value): void {
+    if (this.totals.has(v.name)) throw new Error(`autodiff: gradient of ${v.name} added after it was read`);
+    const list = this.parts.get(v.name) ?? [];
+    list.push(grad);
+    this.parts.set(v.name, list);
+  }
+
+  total(v: Value): Value | null {
+    const done = this.totals.get(v.name);
+    if (done) return done;
+    const list = this.parts.get(v.name);
+    if (!list) return null;
+    const sum = list.length === 1
+      ? list[0]
+      : this.g.scope(`${v.name}.grad`, () => OPS.Sum.emit(this.g, ...list));
+    this.totals.set(v.name, sum);
+    return sum;
+  }
+}
