@@ -44,6 +44,11 @@ export interface RandomQwen3Options {
   maxPositions?: number;
   /** Number of safetensors shards; 1 (default) writes a single `model.safetensors`. */
   shards?: number;
+  /**
+   * Copy Qwen3's tokenizer files (default true). Engine and trainer tests that feed token ids directly
+   * turn it off to use a small vocabulary (any size from 2), which keeps float64 reference checks fast.
+   */
+  tokenizer?: boolean;
 }
 
 /** The tiny test model: 2 layers, hidden 64, 4 heads over 2 KV heads of dim 16, MLP 128, float32, tied. */
@@ -104,8 +109,9 @@ export async function writeRandomQwen3(
   const config = randomQwen3Config(options);
   const abs = resolve(dir);
   await Deno.mkdir(abs, { recursive: true });
+  const withTokenizer = options.tokenizer ?? true;
   const tokDir = bundledQwen3TokenizerDir();
-  for (const name of ["tokenizer.json", "tokenizer_config.json"]) {
+  for (const name of withTokenizer ? ["tokenizer.json", "tokenizer_config.json"] : []) {
     await writeTextAtomic(join(abs, name), await Deno.readTextFile(join(tokDir, name)));
   }
   await writeTextAtomic(join(abs, "generation_config.json"), json(generationConfig()));
@@ -119,7 +125,12 @@ export async function writeRandomQwen3(
   return {
     dir: abs,
     config,
-    files: ["config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json", ...files],
+    files: [
+      "config.json",
+      "generation_config.json",
+      ...(withTokenizer ? ["tokenizer.json", "tokenizer_config.json"] : []),
+      ...files,
+    ],
   };
 }
 
@@ -191,12 +202,12 @@ function checkOptions(o: RandomQwen3Options): void {
     throw bad("seed", o.seed, "must be an integer in [0, 2^32)");
   }
   const vocab = o.vocab ?? 151936;
-  if (!Number.isSafeInteger(vocab) || vocab < QWEN3_TOKENIZER_SIZE) {
-    throw bad(
-      "vocab",
-      vocab,
-      `must be at least ${QWEN3_TOKENIZER_SIZE} so every id of Qwen3's tokenizer has a row`,
-    );
+  const least = o.tokenizer === false ? 2 : QWEN3_TOKENIZER_SIZE;
+  if (!Number.isSafeInteger(vocab) || vocab < least) {
+    const why = o.tokenizer === false
+      ? "must be an integer of at least 2"
+      : `must be at least ${least} so every id of Qwen3's tokenizer has a row (or pass tokenizer: false)`;
+    throw bad("vocab", vocab, why);
   }
   if (o.ropeTheta !== undefined && !(o.ropeTheta > 0)) {
     throw bad("ropeTheta", o.ropeTheta, "must be positive");

@@ -12,11 +12,17 @@ import { type LoraSpec, Qwen3Reference, type RefTensor } from "../reference/qwen
 
 /** The reference model of the directory `dir`, with `lora` applied unmerged when given. */
 export async function loadReference(dir: string, lora?: LoraSpec): Promise<Qwen3Reference> {
+  const { config, weights } = await readReferenceWeights(dir);
+  return new Qwen3Reference(config, weights, lora);
+}
+
+/** The config and every weight of `dir`, to build many references (e.g. for finite differences). */
+export async function readReferenceWeights(dir: string) {
   const model = await openModelDir(dir);
   const weights = new Map<string, RefTensor>();
   for (const [name, info] of model.checkpoint.tensors) {
     const t = await readTensor(model.checkpoint.headers.get(info.file)!, name, { asFloat32: true });
     weights.set(name, { shape: t.shape, data: t.data as Float32Array });
   }
-  return new Qwen3Reference(model.config, weights, lora);
+  return { config: model.config, weights };
 }

@@ -1,0 +1,137 @@
+/**
+ * The head and the per-token objective, fused per chunk of rows so that no `[tokens, vocab]` tensor
+ * exists: a documented exception to "autodiff over everything" (STYLE.md 4), with its own tests.
+ *
+ * For each chunk of C rows (an ONNX Loop; C divides N, so every iteration has the same shape):
+ *   z    = (h · invT) Wᵀ                     [C, V]   logits at the sampling temperature
+ *   ls   = log_softmax(z)                    [C, V]
+ *   lp   = ls[target]                        [C]      current policy log-probs
+ *   l    = objective(lp, old, A, ref, …)     [C]      (objective.ts)
+ *   L_c  = Σ weight · l                      []
+ *   g    = dL_c / dlp                        [C]      by autodiff over the objective's ops
+ *   dh   = invT · (g ⊙ W[target] − (g ⊙ softmax(z)) W)   [C, H]
+ * `dh` is the gradient that flows into the decoder (the train graph seeds its backward walk with it).
+ * The logits are computed once per row for forward and backward together; entropy comes from the
+ * same softmax.
+ *
+ * Dimension legend: N rows, C rows per chunk, K = N / C chunks, H hidden, V vocab.
+ *
+ * @module
+ */
+
+import type { GraphBuilder, Value } from "../onnx/builder.ts";
+import { backward } from "../onnx/autodiff.ts";
+import { OPS } from "../onnx/ops.ts";
+import type { Objective, TokenInputs } from "./objective.ts";
+import { shaped } from "./attention.ts";
+
+const { Add, Div, Exp, Gather, GatherElements, Gemm, Loop, Mul, Neg, ReduceSum, Reshape, Shape } = OPS;
+const { Slice, Squeeze, Sub, Unsqueeze } = OPS;
+
+/** Per-row inputs of the head, each `[N]`, and the run's scalars. */
+export interface HeadLossInputs {
+  hidden: Value; // [N, H] after the final norm
+  targets: Value; // int64 [N]: the token each row predicts
+  weights: Value; // [N]: aggregation weight (0 off the loss mask)
+  old: Value; // [N]
+  advantages: Value; // [N]
+  ref?: Value; // [N]
+  invT: Value; // []
+  epsLow: Value;
+  epsHigh: Value;
+  beta: Value;
+  chunk: Value; // int64 []: rows per chunk, divides N
+}
+
+/** What the head returns: per-row values `[N]`, the loss `[]`, and dLoss/dhidden `[N, H]`. */
+export interface HeadLossOutputs {
+  logprobs: Value;
+  pg: Value;
+  kl: Value;
+  clipped: Value;
+  entropy: Value;
+  loss: Value;
+  dHidden: Value;
+}
+
+/** The fused chunked head (see the module doc); `w` is the head matrix `[V, H]`. */
+export function fusedHeadLoss(
+  g: GraphBuilder,
+  x: HeadLossInputs,
+  w: Value,
+  hiddenSize: number,
+  objective: Objective,
+  logSoftmax: (g: GraphBuilder, z: Value) => Value,
+): HeadLossOutputs {
+  const n = Gather.emit(g, Shape.emit(g, x.hidden), g.scalar(0, "int64"), 0); // []
+  const { scans } = Loop.emit(g, {
+    name: "head_loss",
+    trips: Div.emit(g, n, x.chunk),
+    carried: [],
+    body: (b, iter) => {
+      const start = Unsqueeze.emit(b, Mul.emit(b, iter, x.chunk), [0]); // [1]
+      const end = Add.emit(b, start, Unsqueeze.emit(b, x.chunk, [0])); // [1]
+      const rows = (v: Value) => shaped(Slice.emit(b, v, start, end, [0]), ["C"]); // [C]
+      const hidden = shaped(Slice.emit(b, x.hidden, start, end, [0]), ["C", hiddenSize]); // [C, H]
+      const out = chunkStep(
+        b,
+        { ...x, hidden, targets: rows(x.targets) },
+        {
+          weights: rows(x.weights),
+          old: rows(x.old),
+          advantages: rows(x.advantages),
+          ref: x.ref && rows(x.ref),
+        },
+        w,
+        objective,
+        logSoftmax,
+      );
+      return {
+        carried: [],
+        scans: [out.logprobs, out.pg, out.kl, out.clipped, out.entropy, out.loss, out.dHidden],
+      };
+    },
+  });
+  const flat = (v: Value) => shaped(Reshape.emit(g, v, [-1]), ["N"]); // [K, C] → [N]
+  return {
+    logprobs: flat(scans[0]),
+    pg: flat(scans[1]),
+    kl: flat(scans[2]),
+    clipped: flat(scans[3]),
+    entropy: flat(scans[4]),
+    loss: ReduceSum.emit(g, scans[5], [0], { keepdims: false }), // []
+    dHidden: shaped(Reshape.emit(g, scans[6], [-1, hiddenSize]), ["N", hiddenSize]), // [N, H]
+  };
+}
+
+interface ChunkRows {
+  weights: Value;
+  old: Value;
+  advantages: Value;
+  ref?: Value;
+}
+
+function chunkStep(
+  b: GraphBuilder,
+  x: HeadLossInputs,
+  rows: ChunkRows,
+  w: Value,
+  objective: Objective,
+  logSoftmax: (g: GraphBuilder, z: Value) => Value,
+) {
+  const z = Gemm.emit(b, Mul.emit(b, x.hidden, x.invT), w, null, { transB: true }); // [C, V]
+  const ls = logSoftmax(b, z); // [C, V]
+  const target = Unsqueeze.emit(b, x.targets, [1]); // [C, 1]
+  const logprobs = shaped(Squeeze.emit(b, GatherElements.emit(b, ls, target, 1), [1]), ["C"]); // [C]
+  const inputs: TokenInputs = { ...rows, logprobs, epsLow: x.epsLow, epsHigh: x.epsHigh, beta: x.beta };
+  const parts = objective(b, inputs);
+  const loss = ReduceSum.emit(b, Mul.emit(b, rows.weights, parts.loss), [0], { keepdims: false }); // []
+  const [dlp] = backward(b, [{ value: loss, grad: b.scalar(1) }], [logprobs]); // [C]
+  const p = Exp.emit(b, ls); // [C, V]
+  const entropy = Neg.emit(b, ReduceSum.emit(b, Mul.emit(b, p, ls), [1], { keepdims: false })); // [C]
+  const gcol = Unsqueeze.emit(b, dlp!, [1]); // [C, 1]
+  const toTarget = Mul.emit(b, gcol, Gather.emit(b, w, x.targets, 0)); // [C, H]
+  const toAll = Gemm.emit(b, Mul.emit(b, gcol, p), w); // [C, V] · [V, H] = [C, H]
+  const dHidden = Mul.emit(b, Sub.emit(b, toTarget, toAll), x.invT); // [C, H]
+  return { ...parts, logprobs, entropy, loss, dHidden };
+}

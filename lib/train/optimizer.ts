@@ -1,0 +1,124 @@
+/**
+ * Optimizers over named float32 tensors (the LoRA A and B matrices), gradient-norm clipping and
+ * learning-rate schedules. Updates are in float64 arithmetic per element, stored back as float32.
+ *
+ * - AdamW (Loshchilov & Hutter): bias-corrected first and second moments, decoupled weight decay
+ *   `p -= lr · wd · p` applied before the Adam step, as `torch.optim.AdamW` does.
+ * - SGD: `p -= lr · (g + wd · p)` (weight decay as L2, as `torch.optim.SGD`), no momentum.
+ *
+ * @module
+ */
+
+/** Named tensors: parameters, gradients, or optimizer moments. */
+export type Tensors = Map<string, Float32Array>;
+
+/** Optimizer settings (`train.optimizer` in config.yaml). */
+export interface OptimizerConfig {
+  name: "adamw" | "sgd";
+  betas: readonly number[];
+  eps: number;
+  weight_decay: number;
+}
+
+/** What a checkpoint stores to resume: moments and the number of steps taken. */
+export interface OptimizerState {
+  name: "adamw" | "sgd";
+  step: number;
+  m: Tensors;
+  v: Tensors;
+}
+
+/** A fresh state for `params` (zero moments for AdamW). */
+export function initOptimizerState(name: "adamw" | "sgd", params: Tensors): OptimizerState {
+  const zeros = () => new Map([...params].map(([k, p]) => [k, new Float32Array(p.length)]));
+  return {
+    name,
+    step: 0,
+    m: name === "adamw" ? zeros() : new Map(),
+    v: name === "adamw" ? zeros() : new Map(),
+  };
+}
+
+/** Applies one step in place to `params` with learning rate `lr`; advances `state.step`. */
+export function optimizerStep(
+  params: Tensors,
+  grads: Tensors,
+  state: OptimizerState,
+  config: OptimizerConfig,
+  lr: number,
+): void {
+  state.step += 1;
+  for (const [name, p] of params) {
+    const g = grads.get(name);
+    if (!g) throw new Error(`optimizer: no gradient for ${name}`);
+    if (config.name === "sgd") sgdUpdate(p, g, lr, config.weight_decay);
+    else adamwUpdate(p, g, state.m.get(name)!, state.v.get(name)!, state.step, lr, config);
+  }
+}
+
+function sgdUpdate(p: Float32Array, g: Float32Array, lr: number, wd: number): void {
+  for (let i = 0; i < p.length; i++) p[i] -= lr * (g[i] + wd * p[i]);
+}
+
+function adamwUpdate(
+  p: Float32Array,
+  g: Float32Array,
+  m: Float32Array,
+  v: Float32Array,
+  step: number,
+  lr: number,
+  config: OptimizerConfig,
+): void {
+  const [b1, b2] = config.betas;
+  const c1 = 1 - b1 ** step, c2 = 1 - b2 ** step;
+  const decay = 1 - lr * config.weight_decay;
+  for (let i = 0; i < p.length; i++) {
+    m[i] = b1 * m[i] + (1 - b1) * g[i];
+    v[i] = b2 * v[i] + (1 - b2) * g[i] * g[i];
+    const update = (m[i] / c1) / (Math.sqrt(v[i] / c2) + config.eps);
+    p[i] = p[i] * decay - lr * update;
+  }
+}
+
+/** The global L2 norm of all gradients. */
+export function globalNorm(grads: Tensors): number {
+  let sum = 0;
+  for (const g of grads.values()) for (let i = 0; i < g.length; i++) sum += g[i] * g[i];
+  return Math.sqrt(sum);
+}
+
+/**
+ * Scales gradients in place so their global norm is at most `maxNorm` (0 = off), as
+ * `torch.nn.utils.clip_grad_norm_` (factor `maxNorm / (norm + 1e-6)` when above). Returns the norm
+ * before clipping.
+ */
+export function clipGradNorm(grads: Tensors, maxNorm: number): number {
+  const norm = globalNorm(grads);
+  if (maxNorm > 0 && norm > maxNorm) {
+    const factor = maxNorm / (norm + 1e-6);
+    for (const g of grads.values()) for (let i = 0; i < g.length; i++) g[i] *= factor;
+  }
+  return norm;
+}
+
+/** Schedule settings (`train.schedule`). */
+export interface ScheduleConfig {
+  name: "constant" | "cosine" | "linear";
+  warmup_steps: number;
+  min_lr_ratio: number;
+}
+
+/**
+ * Learning rate of optimizer step `step` (1-based) out of `total`: linear warm-up from 0 over
+ * `warmup_steps` (step k gets `lr · k / warmup`), then constant, or a cosine / linear decay from `lr`
+ * to `lr · min_lr_ratio` at the last step.
+ */
+export function scheduledLr(peak: number, step: number, total: number, s: ScheduleConfig): number {
+  if (step <= s.warmup_steps) return (peak * step) / Math.max(1, s.warmup_steps);
+  if (s.name === "constant") return peak;
+  const span = Math.max(1, total - s.warmup_steps);
+  const progress = Math.min(1, (step - s.warmup_steps) / span);
+  const floor = peak * s.min_lr_ratio;
+  const shape = s.name === "cosine" ? 0.5 * (1 + Math.cos(Math.PI * progress)) : 1 - progress;
+  return floor + (peak - floor) * shape;
+}

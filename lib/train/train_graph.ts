@@ -1,0 +1,149 @@
+/**
+ * The train graph: forward, fused head + objective, and backward to the LoRA tensors, in one ONNX
+ * model that onnxruntime runs in one call per micro-batch.
+ *
+ * Decoder as in inference (decoder.ts, LoRA as inputs) with attention of primitive ops
+ * (attention.ts); head and objective fused per chunk (head_loss.ts); the reverse walk of autodiff.ts
+ * from the final hidden states, seeded with the head's dLoss/dhidden, gives dLoss/d(each LoRA tensor).
+ *
+ * Inputs (B rows of T tokens, right-padded, N = B·T; per-row arrays are shifted so that row position
+ * i describes the token at i + 1, the one its logits predict):
+ *   input_ids int64 [B, T] · position_ids int64 [B, T] · targets int64 [B, T] · loss_weights [B, T] ·
+ *   old_logprobs [B, T] · advantages [B, T] · ref_logprobs [B, T] (only with a reference) ·
+ *   temperature [] · eps_low [] · eps_high [] · beta [] · chunk int64 [] · LoRA inputs
+ * Outputs:
+ *   logprobs, pg, kl, clipped, entropy [N] · loss [] · grad.<PEFT key> per LoRA tensor
+ *
+ * @module
+ */
+
+import { GraphBuilder, type Value } from "../onnx/builder.ts";
+import { backward } from "../onnx/autodiff.ts";
+import { logSoftmax as composedLogSoftmax } from "../onnx/compose.ts";
+import { OPS } from "../onnx/ops.ts";
+import type { ModelDir } from "../model/model_dir.ts";
+import type { LoraShape } from "../model/lora.ts";
+import { addLoraInputs } from "../model/graph/lora_inputs.ts";
+import { addCheckpointWeights } from "../model/graph/weights.ts";
+import { decoder, headWeight } from "../model/graph/decoder.ts";
+import { fusedLogSoftmax, inverseTemperature } from "../model/graph/head.ts";
+import { ropeTables } from "../model/graph/rope.ts";
+import type { ExecutionProvider } from "../engine/session.ts";
+import { causalAttention, shaped } from "./attention.ts";
+import { fusedHeadLoss } from "./head_loss.ts";
+import { clippedSurrogate, negativeLogLikelihood, type Objective } from "./objective.ts";
+
+const { Reshape, Shape } = OPS;
+
+/** Graph input and output names. */
+export const TRAIN_IO = {
+  ids: "input_ids",
+  positions: "position_ids",
+  targets: "targets",
+  weights: "loss_weights",
+  old: "old_logprobs",
+  advantages: "advantages",
+  ref: "ref_logprobs",
+  temperature: "temperature",
+  epsLow: "eps_low",
+  epsHigh: "eps_high",
+  beta: "beta",
+  chunk: "chunk",
+  logprobs: "logprobs",
+  pg: "pg",
+  kl: "kl",
+  clipped: "clipped",
+  entropy: "entropy",
+  loss: "loss",
+  grad: (key: string) => `grad.${key}`,
+} as const;
+
+/** Which train graph: LoRA shape, objective, and whether a reference (KL) term is in the loss. */
+export interface TrainGraphSpec {
+  lora: LoraShape;
+  objective: "grpo" | "sft";
+  withReference: boolean;
+  ep?: ExecutionProvider;
+}
+
+const OBJECTIVES: Record<TrainGraphSpec["objective"], Objective> = {
+  grpo: clippedSurrogate,
+  sft: negativeLogLikelihood,
+};
+
+/** A built train model. */
+export interface TrainModel {
+  bytes: Uint8Array;
+  externalFolder: string;
+  /** PEFT keys of the LoRA tensors, in input order; each has an output `grad.<key>`. */
+  loraKeys: string[];
+}
+
+/** Builds the train graph of `model` for `spec`. */
+export function buildTrainModel(model: ModelDir, spec: TrainGraphSpec): TrainModel {
+  const cfg = model.config;
+  const g = new GraphBuilder("qwen3_train");
+  const ids = g.input(TRAIN_IO.ids, "int64", ["B", "T"]);
+  const positions = g.input(TRAIN_IO.positions, "int64", ["B", "T"]);
+  const rowInput = (name: string, dtype: "float32" | "int64" = "float32") =>
+    shaped(Reshape.emit(g, g.input(name, dtype, ["B", "T"]), [-1]), ["N"]); // [N]
+  const targets = rowInput(TRAIN_IO.targets, "int64");
+  const weightsIn = rowInput(TRAIN_IO.weights);
+  const old = rowInput(TRAIN_IO.old);
+  const advantages = rowInput(TRAIN_IO.advantages);
+  const ref = spec.withReference ? rowInput(TRAIN_IO.ref) : undefined;
+  const scalar = (name: string) => g.input(name, "float32", []);
+  const temperature = scalar(TRAIN_IO.temperature);
+  const [epsLow, epsHigh, beta] = [scalar(TRAIN_IO.epsLow), scalar(TRAIN_IO.epsHigh), scalar(TRAIN_IO.beta)];
+  const chunk = g.input(TRAIN_IO.chunk, "int64", []);
+
+  const weights = addCheckpointWeights(g, model);
+  const lora = addLoraInputs(g, cfg, spec.lora);
+  const rope = ropeTables(cfg.head_dim, cfg.rope_theta, cfg.max_position_embeddings);
+  const cos = g.initializer("rope.cos", rope.cos, [rope.positions, rope.half]); // [P, D/2]
+  const sin = g.initializer("rope.sin", rope.sin, [rope.positions, rope.half]); // [P, D/2]
+  const attention = causalAttention(g, cfg, Shape.emit(g, ids), positions, cos, sin);
+  const flatIds = shaped(Reshape.emit(g, ids, [-1]), ["N"]); // [N]
+  const hidden = shaped(decoder(g, flatIds, { cfg, weights, lora, attention }), ["N", cfg.hidden_size]); // [N, H]
+
+  const logSoftmax = spec.ep === "webgpu"
+    ? (b: GraphBuilder, z: Value) => composedLogSoftmax(b, z)
+    : fusedLogSoftmax;
+  const head = fusedHeadLoss(
+    g,
+    {
+      hidden,
+      targets,
+      weights: weightsIn,
+      old,
+      advantages,
+      ref,
+      invT: inverseTemperature(g, temperature),
+      epsLow,
+      epsHigh,
+      beta,
+      chunk,
+    },
+    headWeight(cfg, weights),
+    cfg.hidden_size,
+    OBJECTIVES[spec.objective],
+    logSoftmax,
+  );
+
+  const grads = backward(g, [{ value: hidden, grad: head.dHidden }], lora.tensors);
+  lora.tensors.forEach((t, i) => {
+    if (!grads[i]) throw new Error(`train graph: no gradient reaches ${t.name}`);
+    g.output(grads[i]!, TRAIN_IO.grad(t.name));
+  });
+  for (const [name, v] of Object.entries({ logprobs: head.logprobs, pg: head.pg, kl: head.kl })) {
+    g.output(v, name);
+  }
+  g.output(head.clipped, TRAIN_IO.clipped);
+  g.output(head.entropy, TRAIN_IO.entropy);
+  g.output(head.loss, TRAIN_IO.loss);
+  return {
+    bytes: g.toModel({ doc: `Qwen3 LoRA train graph for ${model.dir}` }),
+    externalFolder: weights.folder,
+    loraKeys: lora.tensors.map((t) => t.name),
+  };
+}
