@@ -30,8 +30,9 @@
  * @module
  */
 
-import { basename, dirname, join, resolve, sep } from "node:path";
+import { dirname, join, resolve, sep } from "node:path";
 import { UserError } from "../errors.ts";
+import { writeDirAtomic } from "../fs/atomic_dir.ts";
 import { GraphBuilder, type Value } from "../onnx/builder.ts";
 import { buildDecoderGraph } from "./export_graph.ts";
 import {
@@ -72,16 +73,11 @@ export async function exportForTransformersJs(
   const out = resolve(outDir);
   await checkTarget(model.dir, out);
   await Deno.mkdir(dirname(out), { recursive: true });
-  const tmp = join(dirname(out), `.${basename(out)}.tmp-${Deno.pid}-${crypto.randomUUID().slice(0, 8)}`);
-  try {
-    await Deno.mkdir(join(tmp, "onnx"), { recursive: true });
+  await writeDirAtomic(out, async (tmp) => {
+    await Deno.mkdir(join(tmp, "onnx"));
     await writeOnnx(model, join(tmp, "onnx"), options.adapter);
     await writeSideFiles(model, tmp);
-    await replaceDir(tmp, out);
-  } catch (e) {
-    await Deno.remove(tmp, { recursive: true }).catch(() => {});
-    throw e;
-  }
+  });
 }
 
 /** `model.onnx` (graph, external initializers) and `model.onnx_data` (weights) into `dir`. */
@@ -167,15 +163,6 @@ async function checkTarget(source: string, out: string): Promise<void> {
     why: "it exists, is not empty and is not a previous export (no onnx/model.onnx), so it is not replaced",
     fix: "choose a new or empty directory, or remove this one",
   });
-}
-
-/** Moves `tmp` to `out`, replacing an existing `out` (renamed aside first, then removed). */
-async function replaceDir(tmp: string, out: string): Promise<void> {
-  if (!(await exists(out))) return await Deno.rename(tmp, out);
-  const old = `${tmp}.old`;
-  await Deno.rename(out, old);
-  await Deno.rename(tmp, out);
-  await Deno.remove(old, { recursive: true });
 }
 
 async function exists(path: string): Promise<boolean> {

@@ -11,6 +11,7 @@
 
 import { join } from "node:path";
 import { UserError } from "../errors.ts";
+import { writeDirAtomic } from "../fs/atomic_dir.ts";
 import { readHeader, readTensor, writeSafetensors, writeTextAtomic } from "../safetensors/mod.ts";
 import type { Qwen3Config } from "./hf_config.ts";
 import {
@@ -65,25 +66,22 @@ export async function writePeftAdapter(
   cfg: Qwen3Config,
   baseModel: string,
 ): Promise<void> {
-  const tmp = `${dir}.tmp-${Deno.pid}-${crypto.randomUUID().slice(0, 8)}`;
-  await Deno.mkdir(tmp, { recursive: true });
-  try {
-    const tensors = loraTensorSpecs(cfg, adapter.spec).map((t) => ({
-      name: t.key,
-      dtype: "F32" as const,
-      shape: [...t.dims],
-      data: adapter.weights.get(t.key) ?? missing(t.key),
-    }));
-    await writeSafetensors(join(tmp, ADAPTER_WEIGHTS), tensors, { format: "pt" });
-    await writeTextAtomic(
-      join(tmp, ADAPTER_CONFIG),
-      JSON.stringify(adapterConfig(adapter.spec, baseModel), null, 2),
-    );
-    await replaceDir(tmp, dir);
-  } catch (e) {
-    await Deno.remove(tmp, { recursive: true }).catch(() => {});
-    throw e;
-  }
+  await writeDirAtomic(dir, (tmp) => writePeftFiles(tmp, adapter, cfg, baseModel));
+}
+
+/** Writes the two PEFT files into the existing folder `dir` (for callers that add more files). */
+export async function writePeftFiles(dir: string, adapter: Adapter, cfg: Qwen3Config, baseModel: string) {
+  const tensors = loraTensorSpecs(cfg, adapter.spec).map((t) => ({
+    name: t.key,
+    dtype: "F32" as const,
+    shape: [...t.dims],
+    data: adapter.weights.get(t.key) ?? missing(t.key),
+  }));
+  await writeSafetensors(join(dir, ADAPTER_WEIGHTS), tensors, { format: "pt" });
+  await writeTextAtomic(
+    join(dir, ADAPTER_CONFIG),
+    JSON.stringify(adapterConfig(adapter.spec, baseModel), null, 2),
+  );
 }
 
 /** The adapter_config.json PEFT writes for a LoRA on a causal LM. */
@@ -180,20 +178,6 @@ async function readJson(path: string): Promise<unknown> {
       fix: "save the adapter again",
     });
   }
-}
-
-/** Renames `tmp` over `dir`: the old directory is moved aside first and removed after. */
-async function replaceDir(tmp: string, dir: string): Promise<void> {
-  const old = `${dir}.old-${Deno.pid}-${crypto.randomUUID().slice(0, 8)}`;
-  let moved = false;
-  try {
-    await Deno.rename(dir, old);
-    moved = true;
-  } catch (e) {
-    if (!(e instanceof Deno.errors.NotFound)) throw e;
-  }
-  await Deno.rename(tmp, dir);
-  if (moved) await Deno.remove(old, { recursive: true });
 }
 
 function bad(what: string, why: string, fix: string): UserError {

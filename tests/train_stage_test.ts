@@ -1,0 +1,169 @@
+/**
+ * `stages/train.ts` end to end on a tiny model: batch.arrow in, checkpoint out (PEFT adapter, optimizer
+ * state, metrics.arrow); resuming; refusing another LoRA shape; a batch without masked tokens; the CLI.
+ */
+
+import assert from "node:assert/strict";
+import { join } from "node:path";
+import { listFromArrays, readStageFile, writeStageFile } from "../lib/arrow/mod.ts";
+import { loadConfig } from "../lib/config/mod.ts";
+import { UserError } from "../lib/errors.ts";
+import { LocalPolicy } from "../lib/engine/local_policy.ts";
+import { train } from "../stages/train.ts";
+import { makeTinyModel } from "./helpers/tiny_model.ts";
+import { SAMPLE_META, sampleColumns } from "./fixtures/arrow_samples.ts";
+import { mulberry32 } from "./reference/weights.ts";
+
+const VOCAB = 512;
+
+/** A batch.arrow of `n` episodes whose old log-probs are the base model's (ratios start at 1). */
+async function writeBatch(path: string, model: string, n: number, masked = true): Promise<void> {
+  const rand = mulberry32(n);
+  const tokens = Array.from(
+    { length: n },
+    (_, i) => Int32Array.from({ length: 8 + 3 * i }, () => Math.floor(rand() * VOCAB)),
+  );
+  const policy = await LocalPolicy.load(model);
+  const lps = await policy.logprobs(tokens.map((t) => [...t]));
+  await policy.close();
+  const prompt = 4;
+  const columns = {
+    ...sampleColumns("batch", n),
+    tokens: listFromArrays(tokens),
+    prompt_len: Int32Array.from(tokens, () => prompt),
+    sampled: listFromArrays(tokens.map((t) => Uint8Array.from(t, (_, k) => (k >= prompt ? 1 : 0)))),
+    logprobs: listFromArrays(lps.map((lp) => Float32Array.from(lp, (v, k) => (k >= prompt ? v : 0)))),
+    turn_idx: listFromArrays(tokens.map((t) => new Int16Array(t.length))),
+    loss_mask: listFromArrays(
+      tokens.map((t) => Uint8Array.from(t, (_, k) => (masked && k >= prompt ? 1 : 0))),
+    ),
+    advantages: listFromArrays(tokens.map((t, i) => new Float32Array(t.length).fill(i % 2 ? -1 : 1))),
+  };
+  await writeStageFile(path, "batch", columns, { ...SAMPLE_META, sampling: { temperature: 1 } });
+}
+
+async function setup(overrides: Array<[string, string]> = []) {
+  const model = await makeTinyModel({ vocab: VOCAB, tokenizer: false, seed: 3 });
+  const dir = await Deno.makeTempDir({ prefix: "train-stage-" });
+  const batch = join(dir, "batch.arrow");
+  await writeBatch(batch, model, 4);
+  const { config, hash } = await loadConfig({
+    overrides: [
+      ["model.path", model],
+      ["train.lora.r", "2"],
+      ["train.optimizer.lr", "0.01"],
+      ["train.num_iterations", "2"],
+      ...overrides,
+    ],
+  });
+  return { model, dir, batch, config, hash };
+}
+
+Deno.test("train writes a PEFT adapter, optimizer state and metrics.arrow; the adapter changes the policy", async () => {
+  const { model, dir, batch, config, hash } = await setup();
+  const out = join(dir, "adapter");
+  const result = await train({ config, configHash: hash, flags: {}, input: batch, output: out });
+  for (
+    const f of [
+      "adapter_config.json",
+      "adapter_model.safetensors",
+      "optimizer.safetensors",
+      "trainer_state.json",
+    ]
+  ) {
+    await Deno.stat(join(out, f));
+  }
+  const metrics = await readStageFile(join(out, "metrics.arrow"), "metrics");
+  assert.equal(metrics.rows, 2);
+  assert.deepEqual(metrics.column("step"), [1, 2]);
+  assert.ok((metrics.column("grad_norm") as number[]).every((g) => g > 0));
+  assert.equal(metrics.metadata.adapter, result.adapterId);
+  const config_ = JSON.parse(await Deno.readTextFile(join(out, "adapter_config.json")));
+  assert.equal(config_.r, 2);
+  assert.deepEqual(config_.target_modules, [
+    "q_proj",
+    "k_proj",
+    "v_proj",
+    "o_proj",
+    "gate_proj",
+    "up_proj",
+    "down_proj",
+  ]);
+  const [base, trained] = [await LocalPolicy.load(model), await LocalPolicy.load(model, { adapter: out })];
+  try {
+    const seq = [[5, 6, 7, 8, 9, 10]];
+    const [a, b] = [await base.logprobs(seq), await trained.logprobs(seq)];
+    assert.ok(
+      a[0].some((v, t) => t > 0 && Math.abs(v - b[0][t]) > 1e-4),
+      "the trained adapter changes log-probs",
+    );
+  } finally {
+    await base.close();
+    await trained.close();
+  }
+});
+
+Deno.test("train resumes from its checkpoint (step and moments) and refuses another LoRA shape", async () => {
+  const { dir, batch, config, hash } = await setup();
+  const first = join(dir, "a1"), second = join(dir, "a2");
+  await train({ config, configHash: hash, flags: {}, input: batch, output: first });
+  const again = await train({
+    config,
+    configHash: hash,
+    flags: { adapter: first },
+    input: batch,
+    output: second,
+  });
+  assert.deepEqual(again.metrics.map((m) => m.step), [3, 4]);
+  const other = await loadConfig({ overrides: [["model.path", config.model.path], ["train.lora.r", "4"]] });
+  await assert.rejects(
+    () =>
+      train({
+        config: other.config,
+        configHash: other.hash,
+        flags: { adapter: first },
+        input: batch,
+        output: second,
+      }),
+    (e: Error) => e instanceof UserError && /r 2 ≠ 4/.test(e.message),
+  );
+});
+
+Deno.test("a batch without masked tokens trains to zero loss and zero gradient, no NaN", async () => {
+  const { dir, model, config, hash } = await setup([["train.optimizer.name", "sgd"]]);
+  const batch = join(dir, "empty-mask.arrow");
+  await writeBatch(batch, model, 3, false);
+  const result = await train({ config, configHash: hash, flags: {}, input: batch, output: join(dir, "a") });
+  for (const m of result.metrics) {
+    assert.equal(m.loss, 0);
+    assert.equal(m.grad_norm, 0);
+    assert.equal(m.tokens, 0);
+    assert.equal(m.clip_frac, 0);
+  }
+});
+
+Deno.test("deno task train runs from the command line and prints a line per step", async () => {
+  const { dir, batch, model } = await setup();
+  const out = join(dir, "cli-adapter");
+  const command = new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      "-A",
+      "--quiet",
+      new URL("../stages/train.ts", import.meta.url).pathname,
+      "--in",
+      batch,
+      "--out",
+      out,
+      `--model.path=${model}`,
+      "--train.lora.r=2",
+    ],
+    stdout: "piped",
+    stderr: "piped",
+  });
+  const r = await command.output();
+  const stdout = new TextDecoder().decode(r.stdout);
+  assert.equal(r.code, 0, new TextDecoder().decode(r.stderr));
+  assert.match(stdout, /^step 1: loss /m);
+  assert.match(stdout, /wrote .*cli-adapter \(lora:[0-9a-f]{16}\)/);
+});
