@@ -1,0 +1,164 @@
+/**
+ * `deno task bench`: engine and trainer speed against peers in the same run, as ratios.
+ *
+ *   deno task bench [--only engine|train] [--models tiny,qwen3-0.6b] [--bench.k=v …]
+ *
+ * For each model of `bench.models` (a directory, or a built-in random shape made once under
+ * runs/bench/models/): the engine benchmark (bench/engine_bench.ts) and transformers.js decoding the
+ * same weights exported for it (bench/peer_transformersjs.ts); the train benchmark
+ * (bench/train_bench.ts) and the PyTorch peer on the same batch (bench/peer_torch.py, needs Debian's
+ * python3-torch and libopenblas0-pthread). Each measurement runs in its own process, one at a time.
+ * Results go to runs/bench/results-<date>.{json,md}; paste the Markdown into BENCH.md.
+ *
+ * @module
+ */
+
+import { join, resolve } from "node:path";
+import { parseArgs } from "@std/cli";
+import { loadConfig } from "../lib/config/mod.ts";
+import { QWEN3_06B_SHAPE_PRESET, TINY_PRESET, writeRandomQwen3 } from "../lib/model/random_model.ts";
+import { exportForTransformersJs } from "../lib/model/export.ts";
+import { engineTables, machineLines, trainTables } from "./report.ts";
+
+const ROOT = resolve(new URL("..", import.meta.url).pathname);
+const OUT = join(ROOT, "runs", "bench");
+const BUILT_IN = { tiny: TINY_PRESET, "qwen3-0.6b": QWEN3_06B_SHAPE_PRESET } as const;
+const PYTHON = "/usr/bin/python3"; // Debian's, which has python3-torch
+
+/** Runs a benchmark script in its own process and returns the JSON object it prints last. */
+async function runJson(cmd: string, args: string[]): Promise<Record<string, unknown> | { error: string }> {
+  const out = await new Deno.Command(cmd, { args, cwd: ROOT, stdout: "piped", stderr: "piped" }).output();
+  if (!out.success) {
+    return { error: new TextDecoder().decode(out.stderr).trim().split("\n").slice(-3).join(" ") };
+  }
+  const stdout = new TextDecoder().decode(out.stdout).trim();
+  return JSON.parse(stdout.slice(stdout.lastIndexOf("\n{") + 1)); // the last JSON object printed
+}
+
+function denoScript(script: string, args: string[]) {
+  return runJson(Deno.execPath(), ["run", "-A", "--quiet", join(ROOT, "bench", script), ...args]);
+}
+
+/** The directory of a model name: a built-in shape (made on first use) or a path. */
+async function modelDir(name: string): Promise<string> {
+  const preset = BUILT_IN[name as keyof typeof BUILT_IN];
+  if (!preset) return resolve(name);
+  const dir = join(OUT, "models", name);
+  try {
+    await Deno.stat(join(dir, "config.json"));
+  } catch {
+    console.error(`making the random ${name} model in ${dir} …`);
+    await writeRandomQwen3(dir, preset);
+  }
+  return dir;
+}
+
+async function exportDir(name: string, dir: string): Promise<string> {
+  const out = join(OUT, "exports", name.replace(/[^\w.-]/g, "_"));
+  try {
+    await Deno.stat(join(out, "onnx", "model.onnx"));
+  } catch {
+    console.error(`exporting ${name} for transformers.js …`);
+    await exportForTransformersJs(dir, out);
+  }
+  return out;
+}
+
+async function engineSection(name: string, dir: string, b: BenchSettings) {
+  console.error(`engine: ${name} …`);
+  const ours = await denoScript("engine_bench.ts", [
+    `--model=${dir}`,
+    `--batches=${b.batches.join(",")}`,
+    `--prompt=${b.prompt_tokens}`,
+    `--decode=${b.decode_tokens}`,
+    `--repeats=${b.repeats}`,
+    `--threads=${b.threads}`,
+  ]);
+  const peer = [];
+  const exported = await exportDir(name, dir);
+  for (const batch of b.batches) {
+    console.error(`transformers.js: ${name} batch ${batch} …`);
+    peer.push(
+      await denoScript("peer_transformersjs.ts", [
+        `--dir=${exported}`,
+        `--batch=${batch}`,
+        `--prompt=${b.prompt_tokens}`,
+        `--new=${b.decode_tokens}`,
+        `--repeats=${b.repeats}`,
+        ...(b.threads > 0 ? [`--threads=${b.threads}`] : []),
+        "--json",
+      ]),
+    );
+  }
+  return { ours, peer };
+}
+
+async function trainSection(name: string, dir: string, b: BenchSettings) {
+  console.error(`train: ${name} …`);
+  const batchFile = join(OUT, `train-batch-${name.replace(/[^\w.-]/g, "_")}.json`);
+  const ours = await denoScript("train_bench.ts", [
+    `--model=${dir}`,
+    `--repeats=${b.repeats}`,
+    `--threads=${b.threads}`,
+    `--write-batch=${batchFile}`,
+  ]);
+  console.error(`PyTorch: ${name} …`);
+  const threads = b.threads > 0 ? b.threads : navigator.hardwareConcurrency;
+  const peer = await runJson(PYTHON, [
+    join(ROOT, "bench", "peer_torch.py"),
+    "--model",
+    dir,
+    "--batch",
+    batchFile,
+    "--threads",
+    String(threads),
+    "--steps",
+    String(b.repeats),
+  ]).catch((e) => ({ error: String(e) }));
+  return { ours, peer };
+}
+
+interface BenchSettings {
+  models: string[];
+  batches: number[];
+  prompt_tokens: number;
+  decode_tokens: number;
+  repeats: number;
+  threads: number;
+}
+
+if (import.meta.main) {
+  const { values, overrides } = parseArgs(Deno.args, { string: ["only", "models", "config"] });
+  const { config } = await loadConfig({ file: values.config as string | undefined, overrides });
+  const b: BenchSettings = { ...config.bench, threads: config.model.threads };
+  if (values.models) b.models = String(values.models).split(",");
+  const only = values.only as string | undefined;
+  await Deno.mkdir(OUT, { recursive: true });
+  const started = new Date();
+  const results: Record<string, unknown> = {
+    date: started.toISOString(),
+    command: `deno task bench ${Deno.args.join(" ")}`.trim(),
+    settings: b,
+  };
+  results.machine = await machineLines();
+  for (const name of b.models) {
+    const dir = await modelDir(name);
+    if (only !== "train") results[`engine:${name}`] = await engineSection(name, dir, b);
+    if (only !== "engine") results[`train:${name}`] = await trainSection(name, dir, b);
+  }
+  const md = [
+    `## ${results.command} — ${started.toISOString().slice(0, 10)}`,
+    "",
+    ...(results.machine as string[]).map((l) => `- ${l}`),
+    "",
+    ...b.models.flatMap((name) => [
+      ...(results[`engine:${name}`] ? engineTables(name, results[`engine:${name}`] as never) : []),
+      ...(results[`train:${name}`] ? trainTables(name, results[`train:${name}`] as never) : []),
+    ]),
+  ].join("\n");
+  const stamp = started.toISOString().replace(/[:.]/g, "-");
+  await Deno.writeTextFile(join(OUT, `results-${stamp}.json`), JSON.stringify(results, null, 2));
+  await Deno.writeTextFile(join(OUT, `results-${stamp}.md`), md + "\n");
+  console.log(md);
+  console.error(`wrote ${join(OUT, `results-${stamp}.md`)} and .json`);
+}

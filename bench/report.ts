@@ -1,0 +1,98 @@
+/**
+ * Markdown for the benchmark results (bench.ts): the machine, and per model the engine and trainer
+ * tables with the peers' figures and our ratio to them.
+ *
+ * @module
+ */
+
+// deno-lint-ignore-file no-explicit-any -- results are JSON from the benchmark processes
+
+import denoJson from "../deno.json" with { type: "json" };
+
+/** One line each: CPU, cores, memory, OS, Deno and package versions. */
+export async function machineLines(): Promise<string[]> {
+  // Deno reads /proc/cpuinfo only with --allow-all; `cat` needs just --allow-run.
+  const cpuinfo = await new Deno.Command("cat", { args: ["/proc/cpuinfo"], stdout: "piped", stderr: "null" })
+    .output()
+    .then((o) => new TextDecoder().decode(o.stdout)).catch(() => "");
+  const cpu = /model name\s*:\s*(.+)/.exec(cpuinfo)?.[1] ?? "unknown CPU";
+  const flags = /flags\s*:\s*(.+)/.exec(cpuinfo)?.[1].split(" ") ?? [];
+  const simd = ["avx2", "avx512f", "avx512_bf16", "amx_bf16"].filter((f) => flags.includes(f)).join(", ");
+  const memGiB = Deno.systemMemoryInfo().total / (1 << 30);
+  const imports = denoJson.imports as Record<string, string>;
+  return [
+    `CPU: ${cpu} (${navigator.hardwareConcurrency} logical cores; ${simd || "no AVX2"})`,
+    `memory: ${memGiB.toFixed(1)} GiB; OS: ${Deno.build.os} ${Deno.osRelease()}`,
+    `Deno ${Deno.version.deno}; ${imports["onnxruntime-node"]}; ${imports["@huggingface/transformers"]}`,
+  ];
+}
+
+const f = (x: unknown, digits = 1) => (typeof x === "number" && Number.isFinite(x) ? x.toFixed(digits) : "–");
+const ratio = (
+  a: unknown,
+  b: unknown,
+) => (typeof a === "number" && typeof b === "number" && b > 0 ? `${(a / b).toFixed(2)}×` : "–");
+
+/** Engine tables of one model: throughput per batch with the peer ratio, decode vs context, log-probs. */
+export function engineTables(name: string, r: { ours: any; peer: any[] }): string[] {
+  const o = r.ours;
+  if (o.error) return [`### Engine, ${name}: failed — ${o.error}`, ""];
+  const peerAt = (batch: number) => r.peer.find((p) => p.batch === batch);
+  return [
+    `### Engine, ${name} (${o.matmul_params.toLocaleString("en")} matmul params, ${
+      o.threads || "all"
+    } threads)`,
+    "",
+    `onnxruntime MatMul peak here: ${f(o.matmul_peak_gflops)} GFLOP/s; load ${f(o.load_ms / 1000, 2)} s; ` +
+    `peak RSS after load ${f(o.peak_rss_after_load_mib, 0)} MiB.`,
+    "",
+    "| batch | prefill tok/s | prefill GFLOP/s | decode ms/step | decode tok/s | decode GFLOP/s | transformers.js decode tok/s | ratio |",
+    "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ...o.batches.map((b: any) => {
+      const p = peerAt(b.batch);
+      const peerTok = p?.decodeTokensPerSecond;
+      return `| ${b.batch} | ${f(b.prefill_tok_per_s)} | ${f(b.prefill_gflops)} | ${
+        f(b.decode_ms_per_step, 2)
+      } | ` +
+        `${f(b.decode_tok_per_s)} | ${f(b.decode_gflops)} | ${p?.error ? "failed" : f(peerTok)} | ${
+          ratio(b.decode_tok_per_s, peerTok)
+        } |`;
+    }),
+    "",
+    "Decode step time (batch 1) against context length and KV-cache capacity:",
+    "",
+    "| context | cache capacity | ms/step |",
+    "| ---: | ---: | ---: |",
+    ...o.decode_vs_context.map((c: any) => `| ${c.context} | ${c.capacity} | ${f(c.ms_per_step, 2)} |`),
+    "",
+    `Log-probs of ${o.logprobs.rows} × ${o.logprobs.length} tokens: ${f(o.logprobs.tok_per_s)} tok/s ` +
+    `(${f(o.logprobs.gflops)} GFLOP/s), peak RSS ${f(o.logprobs.peak_rss_mib, 0)} MiB ` +
+    `(from ${f(o.logprobs.rss_before_mib, 0)} MiB before; a [tokens, vocab] float32 tensor alone would be ` +
+    `${f(o.logprobs.full_logits_would_be_mib, 0)} MiB).`,
+    "",
+  ];
+}
+
+/** Train table of one model: ours and the PyTorch peer on the same batch. */
+export function trainTables(name: string, r: { ours: any; peer: any }): string[] {
+  const o = r.ours, p = r.peer;
+  const row = (label: string, x: any) =>
+    x.error
+      ? `| ${label} | failed: ${String(x.error).slice(0, 120)} | | | | |`
+      : `| ${label} | ${f(x.seconds_per_step, 2)} | ${f(x.tok_per_s)} | ${f(x.gflops_4n)} | ${
+        f(x.peak_rss_mib, 0)
+      } | ${x.impl === "torch" ? `${x.torch_version ?? ""} ${x.blas ?? ""}`.trim() : ""} |`;
+  return [
+    `### Train step (LoRA r${o.rank ?? 16} on all projections, GRPO forward + backward, ${
+      o.tokens_per_step ?? "?"
+    } tokens), ${name}`,
+    "",
+    "| implementation | s/step | tok/s | GFLOP/s (4 × params × tokens) | peak RSS MiB | notes |",
+    "| --- | ---: | ---: | ---: | ---: | --- |",
+    row("deno-rl (onnxruntime)", o),
+    row("PyTorch", p),
+    "",
+    `Ratio (ours / PyTorch, tok/s): ${ratio(o.tok_per_s, p.tok_per_s)}.`,
+    "",
+  ];
+}
