@@ -83,7 +83,7 @@ Deno.test("aggregation weights sum as each aggregation says; token 0 and unmaske
   assert.deepEqual(aggregationWeights([ep([0, 0])], "token_mean", 10)[0], new Float32Array(2));
 });
 
-Deno.test("micro-batches shift per-token arrays by one, pad rows to a multiple of 32 and chunk evenly", () => {
+Deno.test("micro-batches shift per-token arrays by one, keep weighted rows for the head, chunk evenly", () => {
   const e = {
     tokens: [10, 11, 12, 13],
     lossMask: [0, 1, 1, 1],
@@ -96,6 +96,9 @@ Deno.test("micro-batches shift per-token arrays by one, pad rows to a multiple o
   assert.equal(32 % mb.chunk, 0);
   assert.ok(mb.chunk <= 7);
   assert.deepEqual(Array.from(mb.ids.slice(0, 5), Number), [10, 11, 12, 13, 0]);
+  assert.equal(mb.headCount, 3, "positions 0, 1, 2 predict the three weighted tokens");
+  assert.equal(mb.headRows.length % mb.chunk, 0);
+  assert.deepEqual(Array.from(mb.headRows.slice(0, 3), Number), [0, 1, 2]);
   assert.deepEqual(Array.from(mb.targets.slice(0, 4), Number), [11, 12, 13, 0]);
   assert.deepEqual(Array.from(mb.old.slice(0, 4)), [-1, -2, -3, 0]);
   assert.deepEqual(Array.from(mb.advantages.slice(0, 4)), [1, 2, 3, 0]);

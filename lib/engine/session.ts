@@ -28,11 +28,16 @@ export async function createSession(
   const ep = options.ep ?? "cpu";
   const sessionOptions: ort.InferenceSession.SessionOptions = {
     executionProviders: [ep],
-    graphOptimizationLevel: "all",
+    graphOptimizationLevel: (Deno.env.get("DENO_RL_ORT_OPT") ?? "all") as "all",
     interOpNumThreads: 1,
     extra: { session: { model_external_initializers_file_folder_path: externalFolder } },
   };
   if (options.threads && options.threads > 0) sessionOptions.intraOpNumThreads = options.threads;
+  const extra = Deno.env.get("DENO_RL_ORT_CONFIG"); // experiments: "key=value,key=value" session config entries
+  for (const kv of extra ? extra.split(",") : []) {
+    const [k, v] = kv.split("=");
+    (sessionOptions.extra as { session: Record<string, string> }).session[k] = v;
+  }
   const profile = Deno.env.get("DENO_RL_ORT_PROFILE"); // a file prefix: per-node timings for diagnosis
   if (profile) Object.assign(sessionOptions, { enableProfiling: true, profileFilePrefix: profile });
   try {

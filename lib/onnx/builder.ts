@@ -267,7 +267,26 @@ export class GraphBuilder {
       initializers: this.isRoot ? this.shared.initializers : [],
       inputs: this.inputs,
       outputs: this.outputs,
+      valueInfo: this.valueInfo(),
     };
+  }
+
+  /**
+   * Tracked dtypes and shapes of intermediate values, as ONNX value_info. onnxruntime's own shape
+   * inference loses symbolic dims at computed reshapes (it yields unknown dims there); stating them
+   * keeps dims such as "N" consistent, so its memory planner can match freed buffers to new values.
+   * Without that, planning a training graph's backward pass is quadratic (every new value scans every
+   * unmatched freed one): 28 s for Qwen3-0.6B's, under 2 s with value_info.
+   */
+  private valueInfo(): TensorInfo[] {
+    const outputs = new Set(this.outputs.map((o) => o.name));
+    const known = (dims: readonly Dim[] | undefined): dims is readonly Dim[] =>
+      dims !== undefined && dims.every((d) => (typeof d === "number" ? d >= 0 : d.length > 0));
+    return this.nodes.flatMap((node) =>
+      node.outputs
+        .filter((v) => v.dtype && known(v.shape) && !outputs.has(v.name))
+        .map((v) => ({ name: v.name, dtype: v.dtype, dims: v.shape }))
+    );
   }
 
   /** Encodes the whole model as ONNX ModelProto bytes. */

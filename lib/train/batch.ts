@@ -48,7 +48,11 @@ export function aggregationWeights(
   });
 }
 
-/** A micro-batch as the train graph takes it: B rows of T positions, right-padded. */
+/**
+ * A micro-batch as the train graph takes it: B rows of T positions, right-padded, N = B · T. The head
+ * runs only on the M positions that carry loss weight (`headRows`, padded with weightless repeats of
+ * position 0 to a multiple of the chunk): prompts and padding cost no vocabulary work.
+ */
 export interface MicroBatch {
   /** Episode index of each row. */
   episodes: number[];
@@ -56,17 +60,23 @@ export interface MicroBatch {
   width: number;
   ids: BigInt64Array; // [B, T]
   positions: BigInt64Array; // [B, T]
-  targets: BigInt64Array; // [B, T]: token i + 1 of the row
-  weights: Float32Array; // [B, T]
-  old: Float32Array; // [B, T]
-  advantages: Float32Array; // [B, T]
-  ref?: Float32Array; // [B, T]
-  /** Rows per head chunk; divides B · T. */
+  /** Flat positions (b · T + i) the head computes, [M]. */
+  headRows: BigInt64Array;
+  /** How many of `headRows` are real (the rest is padding). */
+  headCount: number;
+  targets: BigInt64Array; // [M]: token i + 1 of the row
+  weights: Float32Array; // [M]
+  old: Float32Array; // [M]
+  advantages: Float32Array; // [M]
+  ref?: Float32Array; // [M]
+  /** Head rows per chunk; divides M. */
   chunk: number;
 }
 
-/** Widths are padded to a multiple of this, so that B · T has divisors near the head's chunk size. */
+/** Row widths are padded to a multiple of this. */
 const WIDTH_STEP = 32;
+/** Head rows are padded to a multiple of this, so that M has divisors near the head's chunk size. */
+const HEAD_STEP = 32;
 
 /**
  * Packs episodes into micro-batches of at most `tokenBudget` padded positions (an episode longer than
@@ -90,43 +100,52 @@ function layOut(
 ): MicroBatch {
   const B = group.length;
   const T = roundUp(Math.max(...group.map((i) => episodes[i].tokens.length)), WIDTH_STEP);
+  const ids = new BigInt64Array(B * T), positions = new BigInt64Array(B * T);
+  const head: { at: number; e: TrainEpisode; t: number; w: number }[] = [];
+  group.forEach((index, b) => {
+    const e = episodes[index], L = e.tokens.length;
+    for (let i = 0; i < T; i++) positions[b * T + i] = BigInt(i);
+    for (let i = 0; i < L; i++) ids[b * T + i] = BigInt(e.tokens[i]);
+    // Row position i predicts token i + 1; only weighted predictions go to the head.
+    for (let i = 0; i + 1 < L; i++) {
+      if (weights[index][i + 1] !== 0) head.push({ at: b * T + i, e, t: i + 1, w: weights[index][i + 1] });
+    }
+  });
+  const M = roundUp(Math.max(head.length, 1), HEAD_STEP);
   const withRef = group.every((i) => episodes[i].refLogprobs !== undefined);
-  const mb: MicroBatch = {
+  const column = (f: (h: typeof head[number]) => number) =>
+    Float32Array.from({ length: M }, (_, j) => (j < head.length ? f(head[j]) : 0));
+  return {
     episodes: group,
     rows: B,
     width: T,
-    ids: new BigInt64Array(B * T),
-    positions: new BigInt64Array(B * T),
-    targets: new BigInt64Array(B * T),
-    weights: new Float32Array(B * T),
-    old: new Float32Array(B * T),
-    advantages: new Float32Array(B * T),
-    ref: withRef ? new Float32Array(B * T) : undefined,
-    chunk: largestDivisorAtMost(B * T, maxChunk),
+    ids,
+    positions,
+    headRows: BigInt64Array.from({ length: M }, (_, j) => BigInt(j < head.length ? head[j].at : 0)),
+    headCount: head.length,
+    targets: BigInt64Array.from(
+      { length: M },
+      (_, j) => BigInt(j < head.length ? head[j].e.tokens[head[j].t] : 0),
+    ),
+    weights: column((h) => h.w),
+    old: column((h) => h.e.oldLogprobs[h.t]),
+    advantages: column((h) => h.e.advantages[h.t]),
+    ref: withRef ? column((h) => h.e.refLogprobs![h.t]) : undefined,
+    chunk: largestDivisorAtMost(M, maxChunk),
   };
-  group.forEach((e, b) => fillRow(mb, b * T, T, episodes[e], weights[e]));
-  return mb;
 }
 
-/** Row `at…at+T`: ids and positions for every token, and the shifted per-token arrays. */
-function fillRow(mb: MicroBatch, at: number, T: number, e: TrainEpisode, w: Float32Array): void {
-  const L = e.tokens.length;
-  for (let i = 0; i < T; i++) mb.positions[at + i] = BigInt(i);
-  for (let i = 0; i < L; i++) mb.ids[at + i] = BigInt(e.tokens[i]);
-  for (let i = 0; i + 1 < L; i++) { // row position i predicts token i + 1
-    mb.targets[at + i] = BigInt(e.tokens[i + 1]);
-    mb.weights[at + i] = w[i + 1];
-    mb.old[at + i] = e.oldLogprobs[i + 1];
-    mb.advantages[at + i] = e.advantages[i + 1];
-    if (mb.ref) mb.ref[at + i] = e.refLogprobs![i + 1];
-  }
-}
-
-/** Per-token values of an episode (aligned with its tokens) from a row output `[B·T]`; entry 0 NaN. */
+/**
+ * Per-token values of the micro-batch's row `row` (aligned with its `length` tokens) from a head
+ * output `[M]`; tokens the head did not compute (token 0, unweighted ones) are NaN.
+ */
 export function unshift(out: Float32Array, mb: MicroBatch, row: number, length: number): Float32Array {
-  const values = new Float32Array(length);
-  values[0] = NaN;
-  values.set(out.subarray(row * mb.width, row * mb.width + length - 1), 1);
+  const values = new Float32Array(length).fill(NaN);
+  const first = row * mb.width;
+  for (let j = 0; j < mb.headCount; j++) {
+    const i = Number(mb.headRows[j]) - first;
+    if (i >= 0 && i + 1 < length) values[i + 1] = out[j];
+  }
   return values;
 }
 

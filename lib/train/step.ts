@@ -16,6 +16,7 @@ import {
   type MicroBatch,
   planMicroBatches,
   type TrainEpisode,
+  unshift,
 } from "./batch.ts";
 import {
   clipGradNorm,
@@ -132,11 +133,10 @@ async function withReference(
   const out: TrainEpisode[] = episodes.map((e) => ({ ...e }));
   for (const mb of planMicroBatches(episodes, ones, s.microBatchTokens, trainer.maxChunk)) {
     const result = await trainer.run(mb, params, s.scalars, 0);
-    mb.episodes.forEach((e, row) => {
-      const lp = new Float32Array(episodes[e].tokens.length);
-      lp.set(result.logprobs.subarray(row * mb.width, row * mb.width + lp.length - 1), 1);
-      out[e].refLogprobs = lp;
-    });
+    mb.episodes.forEach((
+      e,
+      row,
+    ) => (out[e].refLogprobs = unshift(result.logprobs, mb, row, episodes[e].tokens.length)));
   }
   return out;
 }

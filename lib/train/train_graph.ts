@@ -6,13 +6,14 @@
  * (attention.ts); head and objective fused per chunk (head_loss.ts); the reverse walk of autodiff.ts
  * from the final hidden states, seeded with the head's dLoss/dhidden, gives dLoss/d(each LoRA tensor).
  *
- * Inputs (B rows of T tokens, right-padded, N = B·T; per-row arrays are shifted so that row position
- * i describes the token at i + 1, the one its logits predict):
- *   input_ids int64 [B, T] · position_ids int64 [B, T] · targets int64 [B, T] · loss_weights [B, T] ·
- *   old_logprobs [B, T] · advantages [B, T] · ref_logprobs [B, T] (only with a reference) ·
- *   temperature [] · eps_low [] · eps_high [] · beta [] · chunk int64 [] · LoRA inputs
+ * Inputs (B rows of T tokens, right-padded, N = B·T; the head runs on M of the N positions, those
+ * with loss weight, and each head row's values describe the token its logits predict):
+ *   input_ids int64 [B, T] · position_ids int64 [B, T] · head_rows int64 [M] (flat positions) ·
+ *   targets int64 [M] · loss_weights [M] · old_logprobs [M] · advantages [M] · ref_logprobs [M]
+ *   (only with a reference) · temperature [] · eps_low [] · eps_high [] · beta [] ·
+ *   chunk int64 [] (divides M) · LoRA inputs
  * Outputs:
- *   logprobs, pg, kl, clipped, entropy [N] · loss [] · grad.<PEFT key> per LoRA tensor
+ *   logprobs, pg, kl, clipped, entropy [M] · loss [] · grad.<PEFT key> per LoRA tensor
  *
  * @module
  */
@@ -33,12 +34,18 @@ import { causalAttention, shaped } from "./attention.ts";
 import { fusedHeadLoss } from "./head_loss.ts";
 import { clippedSurrogate, negativeLogLikelihood, type Objective } from "./objective.ts";
 
-const { Reshape, Shape } = OPS;
+const { ConstantOfShape, Gather, Reshape, ScatterND, Shape, Unsqueeze } = OPS;
+
+/** Zeros of `x`'s shape (float32). */
+function ZerosLike(g: GraphBuilder, x: Value): Value {
+  return ConstantOfShape.emit(g, Shape.emit(g, x), 0, "float32");
+}
 
 /** Graph input and output names. */
 export const TRAIN_IO = {
   ids: "input_ids",
   positions: "position_ids",
+  headRows: "head_rows",
   targets: "targets",
   weights: "loss_weights",
   old: "old_logprobs",
@@ -85,8 +92,8 @@ export function buildTrainModel(model: ModelDir, spec: TrainGraphSpec): TrainMod
   const g = new GraphBuilder("qwen3_train");
   const ids = g.input(TRAIN_IO.ids, "int64", ["B", "T"]);
   const positions = g.input(TRAIN_IO.positions, "int64", ["B", "T"]);
-  const rowInput = (name: string, dtype: "float32" | "int64" = "float32") =>
-    shaped(Reshape.emit(g, g.input(name, dtype, ["B", "T"]), [-1]), ["N"]); // [N]
+  const headRows = g.input(TRAIN_IO.headRows, "int64", ["M"]);
+  const rowInput = (name: string, dtype: "float32" | "int64" = "float32") => g.input(name, dtype, ["M"]); // [M]
   const targets = rowInput(TRAIN_IO.targets, "int64");
   const weightsIn = rowInput(TRAIN_IO.weights);
   const old = rowInput(TRAIN_IO.old);
@@ -109,10 +116,11 @@ export function buildTrainModel(model: ModelDir, spec: TrainGraphSpec): TrainMod
   const logSoftmax = spec.ep === "webgpu"
     ? (b: GraphBuilder, z: Value) => composedLogSoftmax(b, z)
     : fusedLogSoftmax;
+  const headHidden = shaped(Gather.emit(g, hidden, headRows, 0), ["M", cfg.hidden_size]); // [M, H]
   const head = fusedHeadLoss(
     g,
     {
-      hidden,
+      hidden: headHidden,
       targets,
       weights: weightsIn,
       old,
@@ -130,7 +138,14 @@ export function buildTrainModel(model: ModelDir, spec: TrainGraphSpec): TrainMod
     logSoftmax,
   );
 
-  const grads = backward(g, [{ value: hidden, grad: head.dHidden }], lora.tensors);
+  const dHidden = ScatterND.emit(
+    g,
+    ZerosLike(g, hidden),
+    Unsqueeze.emit(g, headRows, [1]),
+    head.dHidden,
+    "add",
+  ); // [N, H]
+  const grads = backward(g, [{ value: hidden, grad: shaped(dHidden, ["N", cfg.hidden_size]) }], lora.tensors);
   lora.tensors.forEach((t, i) => {
     if (!grads[i]) throw new Error(`train graph: no gradient reaches ${t.name}`);
     g.output(grads[i]!, TRAIN_IO.grad(t.name));

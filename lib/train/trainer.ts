@@ -22,7 +22,7 @@ export interface LossScalars {
   beta: number;
 }
 
-/** What one micro-batch gives. Per-row arrays are `[B · T]`, row position i about token i + 1. */
+/** What one micro-batch gives. Per-row arrays are `[M]`, one per head row (`MicroBatch.headRows`). */
 export interface MicroResult {
   loss: number;
   grads: Map<string, Float32Array>;
@@ -70,13 +70,15 @@ export class Trainer {
     scale = loraScale(this.spec.lora),
   ): Promise<MicroResult> {
     const dims = [mb.rows, mb.width];
-    const f32 = (data: Float32Array) => new ort.Tensor("float32", data, dims);
-    const i64 = (data: BigInt64Array) => new ort.Tensor("int64", data, dims);
+    const head = [mb.headRows.length];
+    const f32 = (data: Float32Array) => new ort.Tensor("float32", data, head);
+    const i64 = (data: BigInt64Array, shape = dims) => new ort.Tensor("int64", data, shape);
     const scalar = (v: number) => new ort.Tensor("float32", Float32Array.from([v]), []);
     const feeds: Record<string, ort.Tensor> = {
       [TRAIN_IO.ids]: i64(mb.ids),
       [TRAIN_IO.positions]: i64(mb.positions),
-      [TRAIN_IO.targets]: i64(mb.targets),
+      [TRAIN_IO.headRows]: i64(mb.headRows, head),
+      [TRAIN_IO.targets]: i64(mb.targets, head),
       [TRAIN_IO.weights]: f32(mb.weights),
       [TRAIN_IO.old]: f32(mb.old),
       [TRAIN_IO.advantages]: f32(mb.advantages),
@@ -87,7 +89,7 @@ export class Trainer {
       [TRAIN_IO.chunk]: new ort.Tensor("int64", BigInt64Array.from([BigInt(mb.chunk)]), []),
       [LORA_SCALE_INPUT]: scalar(scale),
     };
-    if (this.spec.withReference) feeds[TRAIN_IO.ref] = f32(mb.ref ?? new Float32Array(mb.rows * mb.width));
+    if (this.spec.withReference) feeds[TRAIN_IO.ref] = f32(mb.ref ?? new Float32Array(mb.headRows.length));
     const keys = loraTensorSpecs(this.model.config, this.spec.lora);
     for (const t of keys) feeds[t.key] = new ort.Tensor("float32", params.get(t.key)!, t.dims);
     const out = await this.#session.run(feeds);

@@ -25,7 +25,7 @@ import { linearPath, type QWEN3_LINEARS } from "../model_dir.ts";
 import type { LoraInputs, LoraPairValues } from "./lora_inputs.ts";
 import type { GraphWeights } from "./weights.ts";
 
-const { Add, Gather, Gemm, Mul, Reshape } = OPS;
+const { Add, Concat, Gather, Gemm, Mul, Reshape, Split } = OPS;
 
 /** Attention of one layer: q `[N, nH*D]`, k and v `[N, nKV*D]` (q/k already normed, no RoPE yet) → `[N, nH*D]`. */
 export type AttentionFn = (layer: number, q: Value, k: Value, v: Value) => Value;
@@ -57,24 +57,26 @@ function decoderLayer(g: GraphBuilder, x: Value, layer: number, parts: DecoderPa
   const { cfg, weights } = parts;
   const { rms_norm_eps: eps, num_attention_heads: nH, num_key_value_heads: nKV, head_dim: D } = cfg;
   const w = (name: string) => weights.get(`model.layers.${layer}.${name}.weight`);
-  const proj = (input: Value, linear: typeof QWEN3_LINEARS[number]) =>
-    linearWithLora(
+  const projs = (input: Value, linears: (typeof QWEN3_LINEARS[number])[]) =>
+    linearsWithLora(
       g,
       input,
-      weights.get(`${linearPath(layer, linear)}.weight`),
-      parts.lora.pair(layer, linear),
+      linears.map((linear) => ({
+        w: weights.get(`${linearPath(layer, linear)}.weight`),
+        lora: parts.lora.pair(layer, linear),
+      })),
     );
 
   const n = rmsNorm(g, x, w("input_layernorm"), eps); // [N, H]
-  const q = headNorm(g, proj(n, "q_proj"), w("self_attn.q_norm"), nH, D, eps); // [N, nH*D]
-  const k = headNorm(g, proj(n, "k_proj"), w("self_attn.k_norm"), nKV, D, eps); // [N, nKV*D]
-  const v = proj(n, "v_proj"); // [N, nKV*D]
+  const [qp, kp, v] = projs(n, ["q_proj", "k_proj", "v_proj"]); // [N, nH*D], [N, nKV*D], [N, nKV*D]
+  const q = headNorm(g, qp, w("self_attn.q_norm"), nH, D, eps); // [N, nH*D]
+  const k = headNorm(g, kp, w("self_attn.k_norm"), nKV, D, eps); // [N, nKV*D]
   const attn = g.scope("attn", () => parts.attention(layer, q, k, v)); // [N, nH*D]
-  const h = Add.emit(g, x, proj(attn, "o_proj")); // [N, H]
+  const h = Add.emit(g, x, projs(attn, ["o_proj"])[0]); // [N, H]
 
   const m = rmsNorm(g, h, w("post_attention_layernorm"), eps); // [N, H]
-  const act = swiglu(g, proj(m, "gate_proj"), proj(m, "up_proj")); // [N, I]
-  return Add.emit(g, h, proj(act, "down_proj")); // [N, H]
+  const [gate, up] = projs(m, ["gate_proj", "up_proj"]); // [N, I] each
+  return Add.emit(g, h, projs(swiglu(g, gate, up), ["down_proj"])[0]); // [N, H]
 }
 
 /** RMSNorm over each head's D features: `[N, heads*D]` → `[N, heads*D]`. */
@@ -83,11 +85,28 @@ function headNorm(g: GraphBuilder, x: Value, weight: Value, heads: number, D: nu
   return Reshape.emit(g, rmsNorm(g, perHead, weight, eps), [0, heads * D]); // [N, heads*D]
 }
 
-/** `x Wᵀ + scale · (x Aᵀ) Bᵀ`: x `[N, in]`, W `[out, in]`, A `[r, in]`, B `[out, r]` → `[N, out]`. */
-export function linearWithLora(g: GraphBuilder, x: Value, w: Value, lora: LoraPairValues | undefined): Value {
-  const y = Gemm.emit(g, x, w, null, { transB: true }); // [N, out]
-  if (!lora) return y;
-  const u = Gemm.emit(g, x, lora.a, null, { transB: true }); // [N, r]
-  const d = Gemm.emit(g, u, lora.b, null, { transB: true }); // [N, out]
-  return Add.emit(g, y, Mul.emit(g, d, lora.scale)); // [N, out]
+/** One Linear of a group: its `[out, in]` weight and adapter. */
+export interface LinearMember {
+  w: Value;
+  lora: LoraPairValues | undefined;
+}
+
+/**
+ * Linears that read the same input (q, k, v; gate, up) as one Gemm over their stacked weights, split
+ * after: one pass over x and, backward, one `dX = dY · W` instead of a sum of three. The stacked
+ * weight is a constant Concat, folded once when the session loads. Each member adds its own LoRA
+ * `scale · (x Aᵀ) Bᵀ`, the scale applied to the rank-r product (cheaper than to the `[N, out]` one).
+ * x `[N, in]` → one `[N, out_i]` per member.
+ */
+export function linearsWithLora(g: GraphBuilder, x: Value, members: readonly LinearMember[]): Value[] {
+  const sizes = members.map((m) => m.w.shape?.[0] as number);
+  const stacked = members.length === 1 ? members[0].w : Concat.emit(g, members.map((m) => m.w), 0); // [Σout, in]
+  const y = Gemm.emit(g, x, stacked, null, { transB: true }); // [N, Σout]
+  const parts = members.length === 1 ? [y] : Split.emit(g, y, sizes, 1); // [N, out_i]
+  return parts.map((part, i) => {
+    const lora = members[i].lora;
+    if (!lora) return part;
+    const u = Mul.emit(g, Gemm.emit(g, x, lora.a, null, { transB: true }), lora.scale); // [N, r]
+    return Add.emit(g, part, Gemm.emit(g, u, lora.b, null, { transB: true })); // [N, out_i]
+  });
 }
