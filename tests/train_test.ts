@@ -37,8 +37,8 @@ const VOCAB = 512;
 const SPEC: LoraSpec = { r: 2, alpha: 4, rslora: false, targets: ["q", "k", "v", "o", "gate", "up", "down"] };
 const MAX_RESPONSE = 24;
 
-async function smallModel() {
-  const dir = await makeTinyModel({ vocab: VOCAB, tokenizer: false, seed: 11 });
+async function smallModel(kvHeads = 2) {
+  const dir = await makeTinyModel({ vocab: VOCAB, tokenizer: false, seed: 11, kvHeads });
   return { dir, model: await openModelDir(dir), ref: await readReferenceWeights(dir) };
 }
 
@@ -100,11 +100,19 @@ const CASES: [Aggregation, number][] = [
 ];
 
 Deno.test("LoRA gradients of the objective match float64 finite differences (every aggregation, ± KL)", async () => {
-  const { model, ref: base } = await smallModel();
+  await checkGradients(await smallModel(), CASES);
+});
+
+Deno.test("LoRA gradients match finite differences with 4 or 1 query heads per key/value head", async () => {
+  for (const kvHeads of [1, 4]) await checkGradients(await smallModel(kvHeads), [["token_mean", 0.1]]);
+});
+
+async function checkGradients(small: Awaited<ReturnType<typeof smallModel>>, cases: [Aggregation, number][]) {
+  const { model, ref: base } = small;
   const adapter = randomAdapter(model.config, SPEC, 21, 0.2);
   const trainers = new Map<string, Trainer>();
   try {
-    for (const [aggregation, beta] of CASES) {
+    for (const [aggregation, beta] of cases) {
       const s = settings(aggregation, beta);
       const key = `${aggregation === "sft" ? "sft" : "grpo"}:${beta > 0}`;
       if (!trainers.has(key)) {
@@ -141,7 +149,7 @@ Deno.test("LoRA gradients of the objective match float64 finite differences (eve
   } finally {
     for (const t of trainers.values()) await t.close();
   }
-});
+}
 
 /** Settings of `trainOnBatch` around `s`. */
 function stepSettings(s: ReturnType<typeof settings>, overrides: Partial<StepSettings> = {}): StepSettings {

@@ -1,17 +1,17 @@
 /**
  * Attention for the train graph, made of primitive ops only (every op has a gradient rule): RoPE in
- * the rotate-half form from position ids, grouped-query heads repeated to the query heads, causal
- * softmax attention. Rows are right-padded sequences: a real token never attends to padding, and
+ * the rotate-half form from position ids, grouped-query attention, causal softmax attention. Rows are right-padded sequences: a real token never attends to padding, and
  * padding rows carry zero loss weight.
  *
- * Dimension legend: B rows, T tokens per row, N = B·T, nH / nKV heads, D head dim, P RoPE positions.
+ * Dimension legend: B rows, T tokens per row, N = B·T, nH / nKV heads, D head dim, P RoPE positions,
+ * QT = (nH / nKV)·T stacked queries per key/value head.
  *
  * @module
  */
 
 import type { Dim } from "../onnx/proto.ts";
 import type { GraphBuilder, Value } from "../onnx/builder.ts";
-import { attention, repeatKv, rope } from "../onnx/compose.ts";
+import { attention, rope } from "../onnx/compose.ts";
 import { OPS } from "../onnx/ops.ts";
 import type { Qwen3Config } from "../model/hf_config.ts";
 import type { AttentionFn } from "../model/graph/decoder.ts";
@@ -29,6 +29,11 @@ const MASKED = -1e9;
 /**
  * The causal attention of the train graph. `bt` is the int64 `[2]` shape (B, T) of the token ids,
  * `positions` int64 `[B, T]`, `cos` / `sin` the `[P, D/2]` RoPE tables.
+ *
+ * Grouped-query attention without repeating keys and values: the rep = nH / nKV query heads that share
+ * a key/value head are stacked along the query axis (`[B, nKV, rep·T, D]`, a free reshape since those
+ * heads are adjacent), so each score matrix multiplies the shared keys once and no `[B, nH, T, D]` copy
+ * of K or V exists (nor its gradient's reduction). The causal mask is repeated rep times to match.
  */
 export function causalAttention(
   g: GraphBuilder,
@@ -39,22 +44,28 @@ export function causalAttention(
   sin: Value,
 ): AttentionFn {
   const { num_attention_heads: nH, num_key_value_heads: nKV, head_dim: D } = cfg;
+  const rep = nH / nKV;
   const table = (t: Value) => {
     const half = Gather.emit(g, t, positions, 0); // [B, T, D/2]
     return shaped(Unsqueeze.emit(g, Concat.emit(g, [half, half], -1), [1]), ["B", 1, "T", D]); // [B, 1, T, D]
   };
   const [cosBT, sinBT] = [table(cos), table(sin)];
-  const bias = causalBias(g, bt); // [T, T]
+  const causal = causalBias(g, bt); // [T, T]
+  const qt = rep === 1 ? "T" : "QT"; // symbol of the stacked query axis
+  const bias = rep === 1 ? causal : shaped(Concat.emit(g, Array(rep).fill(causal), 0), [qt, "T"]); // [rep·T, T]
+  const targets = new Map<number, Value>();
   const heads = (x: Value, n: number) => {
-    const split = shaped(Reshape.emit(g, x, Concat.emit(g, [bt, g.ints([n, D])], 0)), ["B", "T", n, D]); // [B, T, n, D]
+    if (!targets.has(n)) targets.set(n, Concat.emit(g, [bt, g.ints([n, D])], 0)); // one shape per head count
+    const split = shaped(Reshape.emit(g, x, targets.get(n)!), ["B", "T", n, D]); // [B, T, n, D]
     return Transpose.emit(g, split, [0, 2, 1, 3]); // [B, n, T, D]
   };
-  const repeat = (x: Value) => shaped(repeatKv(g, x, nH / nKV, D), ["B", nH, "T", D]); // [B, nH, T, D]
   return (_layer, q, k, v) => {
     const qr = rope(g, heads(q, nH), cosBT, sinBT, D); // [B, nH, T, D]
-    const kr = repeat(rope(g, heads(k, nKV), cosBT, sinBT, D)); // [B, nH, T, D]
-    const out = attention(g, qr, kr, repeat(heads(v, nKV)), D, { bias }); // [B, nH, T, D]
-    const rows = Transpose.emit(g, out, [0, 2, 1, 3]); // [B, T, nH, D]
+    const stacked = shaped(Reshape.emit(g, qr, [0, nKV, -1, D]), ["B", nKV, qt, D]); // [B, nKV, rep·T, D]
+    const kr = rope(g, heads(k, nKV), cosBT, sinBT, D); // [B, nKV, T, D]
+    const out = attention(g, stacked, kr, heads(v, nKV), D, { bias }); // [B, nKV, rep·T, D]
+    const perHead = shaped(Reshape.emit(g, out, [0, nH, -1, D]), ["B", nH, "T", D]); // [B, nH, T, D]
+    const rows = Transpose.emit(g, perHead, [0, 2, 1, 3]); // [B, T, nH, D]
     return shaped(Reshape.emit(g, rows, [-1, nH * D]), ["N", nH * D]); // [N, nH*D]
   };
 }

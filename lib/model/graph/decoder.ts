@@ -107,6 +107,6 @@ export function linearsWithLora(g: GraphBuilder, x: Value, members: readonly Lin
     const lora = members[i].lora;
     if (!lora) return part;
     const u = Mul.emit(g, Gemm.emit(g, x, lora.a, null, { transB: true }), lora.scale); // [N, r]
-    return Add.emit(g, part, Gemm.emit(g, u, lora.b, null, { transB: true })); // [N, out_i]
+    return Gemm.emit(g, u, lora.b, part, { transB: true }); // [N, out_i]: u Bᵀ + part, one pass
   });
 }
