@@ -127,6 +127,33 @@ async function decodeVsContext(policy: LocalPolicy, o: EngineBenchOptions) {
   return rows;
 }
 
+/**
+ * What a continuation saves: after a turn on a `prefix`-token prompt, 32 appended tokens (a tool result)
+ * and the next sampled token, against scoring the whole sequence again from an empty cache.
+ */
+async function continuation(policy: LocalPolicy, o: EngineBenchOptions) {
+  const prefix = o.contexts[Math.min(1, o.contexts.length - 1)];
+  const appended = 32;
+  const [prompt] = prompts(1, prefix, policy.config.vocab_size, 7);
+  const tool = prompts(1, appended, policy.config.vocab_size, 8)[0];
+  const continued = await medianOf(o.repeats, async () => {
+    const session = await policy.startBatch([prompt], { capacity: prefix + appended + 4 });
+    await session.generate({ maxNewTokens: 1, temperature: 0 });
+    await session.append(0, tool);
+    const ms = await timeMs(() => session.generate({ maxNewTokens: 1, temperature: 0 }));
+    await session.close();
+    return ms;
+  });
+  const full = [...prompt, 0, ...tool];
+  const fresh = await medianOf(o.repeats, async () => {
+    const session = await policy.startBatch([full], { capacity: full.length + 2 });
+    const ms = await timeMs(() => session.generate({ maxNewTokens: 1, temperature: 0 }));
+    await session.close();
+    return ms;
+  });
+  return { prefix, appended, continued_ms: continued, from_scratch_ms: fresh, saving: fresh / continued };
+}
+
 /** Log-probs of `rows × len` tokens: throughput and the peak memory it adds. */
 async function logprobThroughput(policy: LocalPolicy, o: EngineBenchOptions) {
   const seqs = prompts(o.logprobRows, o.logprobLen, policy.config.vocab_size, 99);
@@ -170,6 +197,7 @@ export async function benchEngine(dir: string, o: EngineBenchOptions) {
       peak_rss_after_load_mib: afterLoad,
       batches,
       decode_vs_context: await decodeVsContext(policy, o),
+      continuation: await continuation(policy, o),
       logprobs: await logprobThroughput(policy, o),
     };
   } finally {

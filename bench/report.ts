@@ -65,6 +65,12 @@ export function engineTables(name: string, r: { ours: any; peer: any[] }): strin
     "| ---: | ---: | ---: |",
     ...o.decode_vs_context.map((c: any) => `| ${c.context} | ${c.capacity} | ${f(c.ms_per_step, 2)} |`),
     "",
+    `Continuation: ${o.continuation.appended} tokens appended after a ${o.continuation.prefix}-token turn, then ` +
+    `the next token: ${f(o.continuation.continued_ms, 1)} ms, against ${
+      f(o.continuation.from_scratch_ms, 1)
+    } ms ` +
+    `from an empty cache (${f(o.continuation.saving, 1)}× less).`,
+    "",
     `Log-probs of ${o.logprobs.rows} × ${o.logprobs.length} tokens: ${f(o.logprobs.tok_per_s)} tok/s ` +
     `(${f(o.logprobs.gflops)} GFLOP/s), peak RSS ${f(o.logprobs.peak_rss_mib, 0)} MiB ` +
     `(from ${f(o.logprobs.rss_before_mib, 0)} MiB before; a [tokens, vocab] float32 tensor alone would be ` +
