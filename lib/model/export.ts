@@ -33,6 +33,7 @@
 import { dirname, join, resolve, sep } from "node:path";
 import { UserError } from "../errors.ts";
 import { writeDirAtomic } from "../fs/atomic_dir.ts";
+import { readTextIfExists } from "../fs/read.ts";
 import { GraphBuilder, type Value } from "../onnx/builder.ts";
 import { buildDecoderGraph } from "./export_graph.ts";
 import {
@@ -106,12 +107,12 @@ async function writeOnnx(model: ModelDir, dir: string, adapter?: MergeAdapter): 
 async function writeSideFiles(model: ModelDir, dir: string): Promise<void> {
   const raw = JSON.parse(await Deno.readTextFile(join(model.dir, "config.json")));
   await Deno.writeTextFile(join(dir, "config.json"), json(exportConfig(raw, model)));
-  const gen = await readOptional(join(model.dir, "generation_config.json"));
+  const gen = await readTextIfExists(join(model.dir, "generation_config.json"));
   const genJson = gen ??
     json({ bos_token_id: model.config.bos_token_id, eos_token_id: model.config.eos_token_id });
   await Deno.writeTextFile(join(dir, "generation_config.json"), genJson);
   for (const name of TOKENIZER_FILES) {
-    const text = await readOptional(join(model.dir, name));
+    const text = await readTextIfExists(join(model.dir, name));
     if (text === null) {
       throw new UserError(`tokenizer file ${join(model.dir, name)}`, {
         why: "it does not exist, and transformers.js needs it beside the exported model",
@@ -121,7 +122,7 @@ async function writeSideFiles(model: ModelDir, dir: string): Promise<void> {
     await Deno.writeTextFile(join(dir, name), text);
   }
   for (const name of OPTIONAL_FILES) {
-    const text = await readOptional(join(model.dir, name));
+    const text = await readTextIfExists(join(model.dir, name));
     if (text !== null) await Deno.writeTextFile(join(dir, name), text);
   }
 }
@@ -171,15 +172,6 @@ async function exists(path: string): Promise<boolean> {
     return true;
   } catch (e) {
     if (e instanceof Deno.errors.NotFound) return false;
-    throw e;
-  }
-}
-
-async function readOptional(path: string): Promise<string | null> {
-  try {
-    return await Deno.readTextFile(path);
-  } catch (e) {
-    if (e instanceof Deno.errors.NotFound) return null;
     throw e;
   }
 }

@@ -10,6 +10,7 @@
 
 import { join, resolve } from "node:path";
 import { UserError } from "../errors.ts";
+import { readTextIfExists } from "../fs/read.ts";
 import { ChatTokenizer, type HfTokenizer } from "./chat.ts";
 
 /** File names of the tokenizer in a Hugging Face model directory. */
@@ -22,7 +23,7 @@ export async function loadTokenizer(dir: string): Promise<ChatTokenizer> {
   const abs = resolve(dir);
   await requireFiles(abs);
   const hf = await fromPretrained(abs);
-  if (!hf.chat_template) hf.chat_template = await readOptional(join(abs, TEMPLATE_FILE));
+  if (!hf.chat_template) hf.chat_template = await readTextIfExists(join(abs, TEMPLATE_FILE));
   if (typeof hf.chat_template !== "string" || hf.chat_template.length === 0) {
     throw new UserError(`tokenizer in ${abs}`, {
       why: "it has no chat template (tokenizer_config.json chat_template or chat_template.jinja)",
@@ -66,15 +67,6 @@ async function requireFiles(dir: string): Promise<void> {
         fix: "copy the model's tokenizer.json and tokenizer_config.json into the model directory",
       });
     }
-  }
-}
-
-async function readOptional(path: string): Promise<string | null> {
-  try {
-    return await Deno.readTextFile(path);
-  } catch (e) {
-    if (e instanceof Deno.errors.NotFound) return null;
-    throw e;
   }
 }
 
