@@ -22,6 +22,7 @@ import { type Adapter, initLoraWeights, type LoraSpec } from "../lib/model/lora.
 import { openModelDir } from "../lib/model/model_dir.ts";
 import type { Qwen3Config } from "../lib/model/hf_config.ts";
 import { runStageMain, type StageArgs } from "../lib/stage/cli.ts";
+import { sha256Hex } from "../lib/model/tokenizer.ts";
 import { type Checkpoint, loadCheckpoint, loraDifferences, saveCheckpoint } from "../lib/train/checkpoint.ts";
 import { episodesOf, samplingTemperature } from "../lib/train/episodes.ts";
 import { initOptimizerState } from "../lib/train/optimizer.ts";
@@ -50,7 +51,9 @@ export async function train(args: StageArgs): Promise<TrainResult> {
     rslora: c.lora.rslora,
     targets: [...c.lora.targets],
   };
+  const baseConfigSha256 = await sha256Hex(await Deno.readFile(join(model.dir, "config.json")));
   const start = await startingPoint(args.flags.adapter as string | undefined, model.config, spec, config);
+  checkSameBase(start, baseConfigSha256, model.dir);
   const trainer = await Trainer.create(model, {
     lora: spec,
     objective: c.loss.aggregation === "sft" ? "sft" : "grpo",
@@ -86,7 +89,7 @@ export async function train(args: StageArgs): Promise<TrainResult> {
     out,
     start,
     model.config,
-    { baseModel: model.dir, configHash: args.configHash },
+    { baseModel: model.dir, baseConfigSha256, configHash: args.configHash },
     (tmp) =>
       writeMetrics(join(tmp, "metrics.arrow"), metrics, {
         config_hash: args.configHash,
@@ -121,6 +124,20 @@ async function startingPoint(
     });
   }
   return checkpoint;
+}
+
+/** Refuses to continue a checkpoint saved on another base model (its config.json differs). */
+function checkSameBase(start: Checkpoint, sha256: string, dir: string): void {
+  const saved = start.state?.base_config_sha256;
+  if (saved && saved !== sha256) {
+    throw new UserError(`train: the --adapter checkpoint's base model`, {
+      value: start.state!.base_model,
+      why: `it was trained on another base model (config.json sha256 ${saved.slice(0, 12)}…, ${dir} has ${
+        sha256.slice(0, 12)
+      }…)`,
+      fix: "point model.path at the base model the adapter was trained on, or start without --adapter",
+    });
+  }
 }
 
 async function writeMetrics(

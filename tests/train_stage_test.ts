@@ -103,7 +103,7 @@ Deno.test("train writes a PEFT adapter, optimizer state and metrics.arrow; the a
   }
 });
 
-Deno.test("train resumes from its checkpoint (step and moments) and refuses another LoRA shape", async () => {
+Deno.test("train resumes from its checkpoint (step and moments); refuses another base model or LoRA shape", async () => {
   const { dir, batch, config, hash } = await setup();
   const first = join(dir, "a1"), second = join(dir, "a2");
   await train({ config, configHash: hash, flags: {}, input: batch, output: first });
@@ -115,6 +115,20 @@ Deno.test("train resumes from its checkpoint (step and moments) and refuses anot
     output: second,
   });
   assert.deepEqual(again.metrics.map((m) => m.step), [3, 4]);
+  // Same shapes, another config (rope_theta): only the saved base-model identity can tell.
+  const otherBase = await makeTinyModel({ vocab: VOCAB, tokenizer: false, seed: 3, ropeTheta: 10000 });
+  const elsewhere = await loadConfig({ overrides: [["model.path", otherBase], ["train.lora.r", "2"]] });
+  await assert.rejects(
+    () =>
+      train({
+        config: elsewhere.config,
+        configHash: elsewhere.hash,
+        flags: { adapter: first },
+        input: batch,
+        output: second,
+      }),
+    (e: Error) => e instanceof UserError && /trained on another base model/.test(e.message),
+  );
   const other = await loadConfig({ overrides: [["model.path", config.model.path], ["train.lora.r", "4"]] });
   await assert.rejects(
     () =>

@@ -8,6 +8,7 @@
  */
 
 import { basename, dirname, join } from "node:path";
+import { UserError } from "../errors.ts";
 
 /** Creates or replaces `dir` with what `fill` writes into the (empty, existing) folder it is given. */
 export async function writeDirAtomic(dir: string, fill: (tmp: string) => Promise<void>): Promise<void> {
@@ -22,8 +23,17 @@ export async function writeDirAtomic(dir: string, fill: (tmp: string) => Promise
     if (moved) await Deno.remove(old, { recursive: true });
   } catch (e) {
     await Deno.remove(tmp, { recursive: true }).catch(() => {});
-    throw e;
+    throw diskFull(e, dir) ?? e;
   }
+}
+
+/** A UserError for a full disk (the earlier content is untouched), or undefined for other errors. */
+function diskFull(e: unknown, dir: string): UserError | undefined {
+  if (!(e instanceof Error) || !/os error 28|No space left/i.test(e.message)) return undefined;
+  return new UserError(`writing ${dir}`, {
+    why: "the disk is full; nothing was replaced, the previous content is intact",
+    fix: "free disk space and run the stage again",
+  });
 }
 
 async function renameIfExists(from: string, to: string): Promise<boolean> {

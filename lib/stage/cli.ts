@@ -78,11 +78,26 @@ export async function runStageMain(spec: StageSpec, argv: string[] = Deno.args):
       Deno.exit(0);
     }
     const args = await resolveArgs(spec, parsed.values, parsed.overrides);
+    exitOnInterrupt(spec.name);
     await spec.run(args);
     Deno.exit(0);
   } catch (error) {
     Deno.exit(reportFailure(spec.name, error, debug));
   }
+}
+
+/**
+ * Ctrl-C: one line and exit 130. Every output is written to a temporary name and renamed into place,
+ * so an interrupted stage leaves its previous outputs intact (or none), never a partial file.
+ */
+function exitOnInterrupt(stage: string): void {
+  Deno.addSignalListener("SIGINT", () => {
+    console.error(
+      `${stage}: interrupted; no partial output was written (earlier outputs are intact). ` +
+        "Run the same command again to redo the stage.",
+    );
+    Deno.exit(130);
+  });
 }
 
 function parseFlags(spec: StageSpec, argv: string[]) {

@@ -27,6 +27,8 @@ export interface TrainerStateFile {
   step: number;
   optimizer: "adamw" | "sgd";
   base_model: string;
+  /** sha256 of the base model's config.json: resuming on another base model is refused. */
+  base_config_sha256: string;
   config_hash: string;
   toolkit_version: string;
 }
@@ -35,6 +37,8 @@ export interface TrainerStateFile {
 export interface Checkpoint {
   adapter: Adapter;
   optimizer: OptimizerState;
+  /** The saved trainer state, when the checkpoint was written by the train stage. */
+  state?: TrainerStateFile | null;
 }
 
 /** Writes a checkpoint to `dir`; `extra` writes more files into the same unit (e.g. metrics.arrow). */
@@ -42,7 +46,7 @@ export async function saveCheckpoint(
   dir: string,
   checkpoint: Checkpoint,
   cfg: Qwen3Config,
-  info: { baseModel: string; configHash: string },
+  info: { baseModel: string; baseConfigSha256: string; configHash: string },
   extra?: (tmp: string) => Promise<void>,
 ): Promise<void> {
   await writeDirAtomic(dir, async (tmp) => {
@@ -52,6 +56,7 @@ export async function saveCheckpoint(
       step: checkpoint.optimizer.step,
       optimizer: checkpoint.optimizer.name,
       base_model: info.baseModel,
+      base_config_sha256: info.baseConfigSha256,
       config_hash: info.configHash,
       toolkit_version: TOOLKIT_VERSION,
     };
@@ -93,7 +98,7 @@ export async function loadCheckpoint(
   const adapter = await readPeftAdapter(dir, cfg);
   const state = await readState(join(dir, STATE_FILE));
   if (!state || state.optimizer !== optimizer) {
-    return { adapter, optimizer: freshState(optimizer, adapter, state?.step ?? 0) };
+    return { adapter, optimizer: freshState(optimizer, adapter, state?.step ?? 0), state };
   }
   const path = join(dir, OPTIMIZER_FILE);
   const header = await readHeader(path);
@@ -106,7 +111,7 @@ export async function loadCheckpoint(
       v.set(t.key, await read(`exp_avg_sq.${t.key}`));
     }
   }
-  return { adapter, optimizer: { name: optimizer, step: state.step, m, v } };
+  return { adapter, optimizer: { name: optimizer, step: state.step, m, v }, state };
 }
 
 function freshState(name: "adamw" | "sgd", adapter: Adapter, step: number): OptimizerState {
