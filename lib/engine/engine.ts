@@ -4,18 +4,21 @@
  * (`step`); generate.ts drives those steps. Everything here runs on the thread that owns the
  * session (a Worker, see worker.ts).
  *
+ * Every run writes its outputs into arrays given to it (session.ts): the KV cache, which is also the past
+ * input, and small arrays for sampled tokens and log-probs. The adapter's tensors and each cache view are
+ * bound to the session once and reused by every run that feeds them.
+ *
  * @module
  */
 
-import * as ort from "onnxruntime-node";
 import type { ModelDir } from "../model/model_dir.ts";
 import type { Qwen3Config } from "../model/hf_config.ts";
 import { type LoraShape, loraTensorSpecs, type LoraWeights, zeroLoraWeights } from "../model/lora.ts";
 import { LORA_SCALE_INPUT } from "../model/graph/lora_inputs.ts";
 import { buildInferenceModel, IO } from "./infer_graph.ts";
-import { type CacheBinding, emptyPast } from "./kv_cache.ts";
+import { type CacheBinding, type CacheIO, cacheIO, emptyCache } from "./kv_cache.ts";
 import { bool, float32, int32, int64, samplingFeeds, type SamplingParams } from "./feeds.ts";
-import { createSession, type SessionOptions } from "./session.ts";
+import { type BoundTensor, type EngineSession, openEngineSession, type SessionOptions } from "./session.ts";
 import { packRows } from "./pack.ts";
 
 /** One step of a generation batch: new tokens for every sequence of the binding. */
@@ -42,10 +45,12 @@ export interface StepOutput {
 export class InferenceEngine {
   readonly config: Qwen3Config;
   readonly lora: LoraShape | null;
-  readonly #session: ort.InferenceSession;
-  #loraFeeds: Record<string, ort.Tensor> = {};
+  readonly #session: EngineSession;
+  #loraFeeds: Record<string, BoundTensor> = {};
+  /** Past inputs and present outputs of each cache binding seen, bound once. */
+  readonly #caches = new WeakMap<CacheBinding, CacheIO<BoundTensor>>();
 
-  private constructor(config: Qwen3Config, lora: LoraShape | null, session: ort.InferenceSession) {
+  private constructor(config: Qwen3Config, lora: LoraShape | null, session: EngineSession) {
     this.config = config;
     this.lora = lora;
     this.#session = session;
@@ -58,7 +63,7 @@ export class InferenceEngine {
     options: SessionOptions,
   ): Promise<InferenceEngine> {
     const built = buildInferenceModel(model, lora, options.ep);
-    const session = await createSession(built.bytes, built.externalFolder, options);
+    const session = await openEngineSession(built.bytes, built.externalFolder, options);
     const engine = new InferenceEngine(model.config, lora, session);
     engine.setLoraWeights(null, 0);
     return engine;
@@ -68,17 +73,38 @@ export class InferenceEngine {
   setLoraWeights(weights: LoraWeights | null, scale: number): void {
     if (!this.lora) return;
     const values = weights ?? zeroLoraWeights(this.config, this.lora);
-    const feeds: Record<string, ort.Tensor> = { [LORA_SCALE_INPUT]: float32([scale], []) };
-    for (const t of loraTensorSpecs(this.config, this.lora)) {
+    const specs = loraTensorSpecs(this.config, this.lora);
+    for (const t of specs) {
       const data = values.get(t.key);
       if (!data || data.length !== t.dims[0] * t.dims[1]) {
         throw new Error(
           `adapter tensor ${t.key}: expected ${t.dims[0]}×${t.dims[1]} floats, got ${data?.length}`,
         );
       }
-      feeds[t.key] = new ort.Tensor("float32", data, t.dims); // wraps, no copy
     }
+    const feeds: Record<string, BoundTensor> = {
+      [LORA_SCALE_INPUT]: this.#session.bind(float32([scale], [])),
+    };
+    for (const t of specs) {
+      feeds[t.key] = this.#session.bind({ type: "float32", data: values.get(t.key)!, dims: t.dims }); // no copy
+    }
+    this.#releaseLora();
     this.#loraFeeds = feeds;
+  }
+
+  #releaseLora(): void {
+    Object.values(this.#loraFeeds).forEach((t) => t.release());
+    this.#loraFeeds = {};
+  }
+
+  /** The cache's past inputs and present outputs, bound on first use (freed when the GC drops the cache). */
+  #cache(cache: CacheBinding): CacheIO<BoundTensor> {
+    let bound = this.#caches.get(cache);
+    if (!bound) {
+      bound = cacheIO(cache, (t) => this.#session.bind(t));
+      this.#caches.set(cache, bound);
+    }
+    return bound;
   }
 
   /**
@@ -113,7 +139,7 @@ export class InferenceEngine {
     );
     const feeds = {
       ...this.#loraFeeds,
-      ...emptyPast(this.config, B),
+      ...cacheIO(emptyCache(this.config, B), (t) => t).past, // [B, nKV, 0, D]: no cache
       ...samplingFeeds({ temperature, topK: 0, topP: 1 }, new Array(B).fill(0.5), this.config.vocab_size),
       [IO.ids]: int64(ids, [B, S]),
       [IO.seqlens]: int32(rows.map((r) => r.length - 1), [B]),
@@ -122,8 +148,8 @@ export class InferenceEngine {
       [IO.targets]: int64(targets, [B, S]),
       [IO.sampleRows]: int64(rows.map((_, b) => b * S), [B]),
     };
-    const result = await this.#session.run(feeds, [IO.targetLogprobs]);
-    const flat = result[IO.targetLogprobs].data as Float32Array; // [B*S]
+    const flat = new Float32Array(B * S); // [B*S]
+    await this.#session.run(feeds, { [IO.targetLogprobs]: { type: "float32", data: flat, dims: [B * S] } });
     return rows.map((r, b) => {
       const lp = new Float32Array(r.length);
       lp[0] = NaN;
@@ -136,26 +162,30 @@ export class InferenceEngine {
   async step(input: StepInput): Promise<StepOutput> {
     const { batch: B, width: S } = input;
     const total = Math.max(...Array.from(input.seqlens)) + 1;
+    const cache = this.#cache(input.cache);
     const feeds = {
       ...this.#loraFeeds,
-      ...input.cache.feeds,
+      ...cache.past,
       ...samplingFeeds(input.sampling, input.uniforms, this.config.vocab_size),
       [IO.ids]: int64(input.ids, [B, S]),
       [IO.seqlens]: int32(input.seqlens, [B]),
       [IO.total]: int32([total], []),
       [IO.scoreMode]: bool(false),
-      [IO.targets]: int64(new Array(B * S).fill(0), [B, S]),
+      [IO.targets]: { type: "int64", data: new BigInt64Array(B * S), dims: [B, S] } as const, // read in score mode only
       [IO.sampleRows]: int64(Array.from(input.sampleAt, (s, b) => b * S + s), [B]),
     };
-    const fetches = { ...input.cache.fetches, [IO.nextTokens]: null, [IO.nextLogprobs]: null };
-    const result = await this.#session.run(feeds, fetches as unknown as ort.InferenceSession.FetchesType);
-    return {
-      tokens: Array.from(result[IO.nextTokens].data as BigInt64Array, Number),
-      logprobs: Array.from(result[IO.nextLogprobs].data as Float32Array),
-    };
+    const tokens = new BigInt64Array(B); // [B]
+    const logprobs = new Float32Array(B); // [B]
+    await this.#session.run(feeds, {
+      ...cache.present,
+      [IO.nextTokens]: { type: "int64", data: tokens, dims: [B] },
+      [IO.nextLogprobs]: { type: "float32", data: logprobs, dims: [B] },
+    });
+    return { tokens: Array.from(tokens, Number), logprobs: Array.from(logprobs) };
   }
 
   async close(): Promise<void> {
-    await this.#session.release();
+    this.#releaseLora();
+    await this.#session.close();
   }
 }

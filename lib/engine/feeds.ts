@@ -1,10 +1,11 @@
 /**
- * Small feeds of the inference graph: token ids, lengths, sampling parameters.
+ * Small feeds of the inference graph: token ids, lengths, sampling parameters, as host tensors (typed
+ * arrays and shapes) that the engine's session wraps without copying.
  *
  * @module
  */
 
-import * as ort from "onnxruntime-node";
+import type { HostTensor } from "../ort/value.ts";
 import { IO } from "./infer_graph.ts";
 
 /** How a generation samples. */
@@ -20,22 +21,22 @@ export interface SamplingParams {
 export const GREEDY: SamplingParams = { temperature: 0, topK: 0, topP: 1 };
 
 /** int64 `[rows, cols]` from numbers. */
-export function int64(values: ArrayLike<number>, dims: readonly number[]): ort.Tensor {
+export function int64(values: ArrayLike<number>, dims: readonly number[]): HostTensor<"int64"> {
   const data = new BigInt64Array(values.length);
   for (let i = 0; i < values.length; i++) data[i] = BigInt(values[i]);
-  return new ort.Tensor("int64", data, dims);
+  return { type: "int64", data, dims };
 }
 
-export function int32(values: ArrayLike<number>, dims: readonly number[]): ort.Tensor {
-  return new ort.Tensor("int32", Int32Array.from(values), dims);
+export function int32(values: ArrayLike<number>, dims: readonly number[]): HostTensor<"int32"> {
+  return { type: "int32", data: Int32Array.from(values), dims };
 }
 
-export function float32(values: ArrayLike<number>, dims: readonly number[]): ort.Tensor {
-  return new ort.Tensor("float32", Float32Array.from(values), dims);
+export function float32(values: ArrayLike<number>, dims: readonly number[]): HostTensor<"float32"> {
+  return { type: "float32", data: Float32Array.from(values), dims };
 }
 
-export function bool(value: boolean): ort.Tensor {
-  return new ort.Tensor("bool", Uint8Array.from([value ? 1 : 0]), []);
+export function bool(value: boolean): HostTensor<"bool"> {
+  return { type: "bool", data: Uint8Array.from([value ? 1 : 0]), dims: [] };
 }
 
 /** The sampling inputs for `batch` sequences drawing `uniforms`. */
@@ -43,7 +44,7 @@ export function samplingFeeds(
   params: SamplingParams,
   uniforms: ArrayLike<number>,
   vocab: number,
-): Record<string, ort.Tensor> {
+): Record<string, HostTensor> {
   const filtered = params.temperature > 0 && (params.topK > 0 || params.topP < 1);
   const k = params.topK > 0 ? Math.min(params.topK, vocab) : vocab;
   return {

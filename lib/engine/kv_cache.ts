@@ -1,22 +1,30 @@
 /**
  * The KV cache of a generation batch: per layer, one key and one value buffer `[B, nKV, M, D]` in JS
- * memory, wrapped (not copied) as onnxruntime tensors and passed as both the past input and the
- * present output of GroupQueryAttention, which writes the new positions in place. A single sequence's
- * rows are exposed as a `[1, nKV, M, D]` view of the same memory, for batch-1 continuations.
+ * memory, passed (wrapped, never copied) as both the past input and the present output of
+ * GroupQueryAttention, which writes the new positions in place. A single sequence's rows are exposed as
+ * a `[1, nKV, M, D]` view of the same memory, for batch-1 continuations.
+ *
+ * A binding (`whole()`, `row(i)`) is created once and then returned again, so the engine can keep its
+ * session handles on those views for the life of the batch.
  *
  * Dimension legend: L layers, B sequences, nKV key/value heads, M positions, D head dim.
  *
  * @module
  */
 
-import * as ort from "onnxruntime-node";
+import type { HostTensor } from "../ort/value.ts";
 import type { Qwen3Config } from "../model/hf_config.ts";
 import { IO } from "./infer_graph.ts";
 
-/** Feeds and fetches that bind a cache (or one sequence's view of it) to the graph. */
+/** One layer's key and value buffers (or one sequence's view of them). */
+export interface CacheLayer {
+  key: HostTensor<"float32">; // [B, nKV, M, D]
+  value: HostTensor<"float32">; // [B, nKV, M, D]
+}
+
+/** A cache (or one sequence's view of it) to bind to the graph as past inputs and present outputs. */
 export interface CacheBinding {
-  feeds: Record<string, ort.Tensor>;
-  fetches: Record<string, ort.Tensor>;
+  layers: readonly CacheLayer[];
 }
 
 export class KvCache {
@@ -63,33 +71,41 @@ export class KvCache {
   }
 
   #bind(view: (data: Float32Array) => Float32Array, batch: number): CacheBinding {
-    const feeds: Record<string, ort.Tensor> = {};
-    const fetches: Record<string, ort.Tensor> = {};
     const dims = [batch, ...this.#dims];
-    this.#keys.forEach((data, l) => {
-      const key = new ort.Tensor("float32", view(data), dims);
-      const value = new ort.Tensor("float32", view(this.#values[l]), dims);
-      feeds[IO.pastKey(l)] = key;
-      feeds[IO.pastValue(l)] = value;
-      fetches[IO.presentKey(l)] = key;
-      fetches[IO.presentValue(l)] = value;
-    });
-    return { feeds, fetches };
+    const layers = this.#keys.map((data, l) => ({
+      key: { type: "float32", data: view(data), dims }, // [B, nKV, M, D]
+      value: { type: "float32", data: view(this.#values[l]), dims }, // [B, nKV, M, D]
+    } as const));
+    return { layers };
   }
 }
 
-/** Empty past tensors `[B, nKV, 0, D]` for scoring calls, which need no cache. */
-export function emptyPast(cfg: Qwen3Config, batch: number): Record<string, ort.Tensor> {
-  const feeds: Record<string, ort.Tensor> = {};
-  const empty = new ort.Tensor("float32", new Float32Array(0), [
-    batch,
-    cfg.num_key_value_heads,
-    0,
-    cfg.head_dim,
-  ]);
-  for (let l = 0; l < cfg.num_hidden_layers; l++) {
-    feeds[IO.pastKey(l)] = empty;
-    feeds[IO.pastValue(l)] = empty;
-  }
-  return feeds;
+/** An empty cache `[B, nKV, 0, D]` per layer, for scoring calls, which need no cache. */
+export function emptyCache(cfg: Qwen3Config, batch: number): CacheBinding {
+  const empty: HostTensor<"float32"> = {
+    type: "float32",
+    data: new Float32Array(0),
+    dims: [batch, cfg.num_key_value_heads, 0, cfg.head_dim],
+  };
+  return { layers: Array.from({ length: cfg.num_hidden_layers }, () => ({ key: empty, value: empty })) };
+}
+
+/** The graph's past inputs and present outputs of a cache, by graph name. */
+export interface CacheIO<T> {
+  past: Record<string, T>;
+  present: Record<string, T>;
+}
+
+/**
+ * Names a cache's buffers as the graph's past inputs and present outputs: `wrap` turns each buffer into
+ * what the session takes (called once per buffer, and the result serves as both past and present).
+ */
+export function cacheIO<T>(cache: CacheBinding, wrap: (t: HostTensor<"float32">) => T): CacheIO<T> {
+  const io: CacheIO<T> = { past: {}, present: {} };
+  cache.layers.forEach((layer, l) => {
+    const [key, value] = [wrap(layer.key), wrap(layer.value)];
+    [io.past[IO.pastKey(l)], io.past[IO.pastValue(l)]] = [key, value];
+    [io.present[IO.presentKey(l)], io.present[IO.presentValue(l)]] = [key, value];
+  });
+  return io;
 }

@@ -2,11 +2,27 @@
  * onnxruntime sessions for the graphs the engine builds: execution provider, threads, and the folder
  * external weights are read from.
  *
+ * Two kinds: `createSession` opens an onnxruntime-node session (the trainer's); `openEngineSession`
+ * opens the inference engine's, which runs with every output pre-allocated in JS memory. It uses the
+ * C API through FFI (lib/ort), where inputs and outputs are both zero-copy; the Node binding copies
+ * every output after a run, which for a KV cache bound as GroupQueryAttention's past and present means
+ * the whole cache per decode step. Where the FFI library cannot be loaded (not linux-x64) the engine
+ * session falls back to the binding, with one warning line on stderr.
+ *
+ * Environment knobs, for experiments and diagnosis (both kinds):
+ *   DENO_RL_ORT_OPT      graph optimization level: disabled | basic | extended | all (default)
+ *   DENO_RL_ORT_CONFIG   extra session config entries, "key=value,key=value"
+ *   DENO_RL_ORT_PROFILE  a file prefix: onnxruntime writes per-node timings (JSON) when the session closes
+ *   DENO_RL_ORT_FFI=0    engine sessions use the binding (to compare the two)
+ *
  * @module
  */
 
 import * as ort from "onnxruntime-node";
 import { UserError } from "../errors.ts";
+import { ortApi } from "../ort/api.ts";
+import { GRAPH_OPTIMIZATION, type GraphOptimization, OrtSession } from "../ort/session.ts";
+import { type HostTensor, OrtTensor } from "../ort/value.ts";
 
 /** Execution providers the engine can ask for. */
 export const EXECUTION_PROVIDERS = ["cpu", "webgpu", "cuda"] as const;
@@ -19,40 +35,233 @@ export interface SessionOptions {
   threads?: number;
 }
 
-/** Creates a session for model bytes whose external weights live below `externalFolder`. */
+/** Options resolved from `SessionOptions` and the environment knobs. */
+interface ResolvedOptions {
+  ep: ExecutionProvider;
+  threads: number;
+  optimization: GraphOptimization;
+  config: Record<string, string>;
+  profile: string | undefined;
+}
+
+function resolveOptions(externalFolder: string, options: SessionOptions): ResolvedOptions {
+  const optimization = Deno.env.get("DENO_RL_ORT_OPT") ?? "all";
+  if (!(optimization in GRAPH_OPTIMIZATION)) {
+    throw new UserError("DENO_RL_ORT_OPT", {
+      value: optimization,
+      why: "it is not a graph optimization level",
+      fix: `use one of ${Object.keys(GRAPH_OPTIMIZATION).join(", ")}`,
+    });
+  }
+  const config: Record<string, string> = { model_external_initializers_file_folder_path: externalFolder };
+  const extra = Deno.env.get("DENO_RL_ORT_CONFIG"); // experiments: "key=value,key=value" session config entries
+  for (const kv of extra ? extra.split(",") : []) {
+    const [k, v] = kv.split("=");
+    config[k] = v;
+  }
+  return {
+    ep: options.ep ?? "cpu",
+    threads: options.threads && options.threads > 0 ? options.threads : 0,
+    optimization: optimization as GraphOptimization,
+    config,
+    profile: Deno.env.get("DENO_RL_ORT_PROFILE") || undefined, // a file prefix: per-node timings for diagnosis
+  };
+}
+
+/** Creates an onnxruntime-node session for model bytes whose external weights live below `externalFolder`. */
 export async function createSession(
   bytes: Uint8Array,
   externalFolder: string,
   options: SessionOptions = {},
 ): Promise<ort.InferenceSession> {
-  const ep = options.ep ?? "cpu";
+  const o = resolveOptions(externalFolder, options);
   const sessionOptions: ort.InferenceSession.SessionOptions = {
-    executionProviders: [ep],
-    graphOptimizationLevel: (Deno.env.get("DENO_RL_ORT_OPT") ?? "all") as "all",
+    executionProviders: [o.ep],
+    graphOptimizationLevel: o.optimization,
     interOpNumThreads: 1,
-    extra: { session: { model_external_initializers_file_folder_path: externalFolder } },
+    extra: { session: { ...o.config } },
   };
-  if (options.threads && options.threads > 0) sessionOptions.intraOpNumThreads = options.threads;
-  const extra = Deno.env.get("DENO_RL_ORT_CONFIG"); // experiments: "key=value,key=value" session config entries
-  for (const kv of extra ? extra.split(",") : []) {
-    const [k, v] = kv.split("=");
-    (sessionOptions.extra as { session: Record<string, string> }).session[k] = v;
-  }
-  const profile = Deno.env.get("DENO_RL_ORT_PROFILE"); // a file prefix: per-node timings for diagnosis
-  if (profile) Object.assign(sessionOptions, { enableProfiling: true, profileFilePrefix: profile });
+  if (o.threads) sessionOptions.intraOpNumThreads = o.threads;
+  if (o.profile) Object.assign(sessionOptions, { enableProfiling: true, profileFilePrefix: o.profile });
   try {
     return await ort.InferenceSession.create(bytes, sessionOptions);
   } catch (e) {
-    const message = (e as Error).message.split("\n")[0];
-    if (ep !== "cpu") {
-      throw new UserError(`onnxruntime execution provider ${ep}`, {
-        value: message,
-        why: "it could not start a session (no silent fallback to CPU)",
-        fix: ep === "cuda"
-          ? "install onnxruntime-node's CUDA libraries, or use model.ep=cpu"
-          : "install a Vulkan driver for WebGPU, or use model.ep=cpu",
-      });
-    }
-    throw e;
+    throw providerError(o.ep, e);
   }
+}
+
+/** A host tensor held by an engine session for many runs (a KV cache layer, an adapter tensor). */
+export interface BoundTensor {
+  readonly host: HostTensor;
+  /** Frees the session's handle (never the JS memory). */
+  release(): void;
+}
+
+/** A run's tensor: a host tensor (wrapped for that run only) or a bound one. */
+export type Feed = HostTensor | BoundTensor;
+
+/** The engine's session: every output of a run is written into the JS array given for it. */
+export interface EngineSession {
+  readonly backend: "ffi" | "binding";
+  bind(tensor: HostTensor): BoundTensor;
+  /** Runs with `inputs`; each requested output is given with its exact shape and written in place. */
+  run(inputs: Record<string, Feed>, outputs: Record<string, Feed>): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** Opens the engine's session: through FFI where the library loads, else through the binding. */
+export async function openEngineSession(
+  bytes: Uint8Array,
+  externalFolder: string,
+  options: SessionOptions = {},
+): Promise<EngineSession> {
+  if (ffiUsable()) {
+    const o = resolveOptions(externalFolder, options);
+    try {
+      const session = OrtSession.create(bytes, {
+        providers: [o.ep],
+        intraOpThreads: o.threads,
+        interOpThreads: 1,
+        graphOptimization: o.optimization,
+        config: sessionKeys(o.config),
+        profileFilePrefix: o.profile,
+      });
+      return new FfiEngineSession(session);
+    } catch (e) {
+      throw providerError(o.ep, e);
+    }
+  }
+  return new BindingEngineSession(await createSession(bytes, externalFolder, options));
+}
+
+/** The binding prefixes its `extra.session` keys with "session."; the C API takes the full key. */
+function sessionKeys(config: Record<string, string>): Record<string, string> {
+  return Object.fromEntries(Object.entries(config).map(([k, v]) => [`session.${k}`, v]));
+}
+
+let ffiState: "usable" | "unusable" | undefined;
+
+/** Whether the FFI library loads on this thread (warns once, on stderr, when it does not). */
+function ffiUsable(): boolean {
+  if (Deno.env.get("DENO_RL_ORT_FFI") === "0") return false;
+  if (ffiState === undefined) {
+    try {
+      ortApi();
+      ffiState = "usable";
+    } catch (e) {
+      ffiState = "unusable";
+      console.warn(
+        `onnxruntime FFI unavailable, using onnxruntime-node (outputs copied): ${(e as Error).message}`,
+      );
+    }
+  }
+  return ffiState === "usable";
+}
+
+function providerError(ep: ExecutionProvider, e: unknown): unknown {
+  if (ep === "cpu") return e;
+  return new UserError(`onnxruntime execution provider ${ep}`, {
+    value: (e as Error).message.split("\n")[0],
+    why: "it could not start a session (no silent fallback to CPU)",
+    fix: ep === "cuda"
+      ? "install onnxruntime-node's CUDA libraries, or use model.ep=cpu"
+      : "install a Vulkan driver for WebGPU, or use model.ep=cpu",
+  });
+}
+
+class FfiBound implements BoundTensor {
+  readonly host: HostTensor;
+  readonly tensor: OrtTensor;
+
+  constructor(host: HostTensor) {
+    this.host = host;
+    this.tensor = OrtTensor.of(host);
+  }
+
+  release(): void {
+    this.tensor.release();
+  }
+}
+
+class FfiEngineSession implements EngineSession {
+  readonly backend = "ffi";
+  readonly #session: OrtSession;
+
+  constructor(session: OrtSession) {
+    this.#session = session;
+  }
+
+  bind(tensor: HostTensor): BoundTensor {
+    return new FfiBound(tensor);
+  }
+
+  run(inputs: Record<string, Feed>, outputs: Record<string, Feed>): Promise<void> {
+    const temporary = new Map<HostTensor, OrtTensor>(); // one OrtValue per host tensor, for this run only
+    const wrap = (feeds: Record<string, Feed>) =>
+      mapValues(feeds, (f) => {
+        if (f instanceof FfiBound) return f.tensor;
+        const host = f as HostTensor;
+        let t = temporary.get(host);
+        if (!t) temporary.set(host, t = OrtTensor.of(host));
+        return t;
+      });
+    try {
+      this.#session.run(wrap(inputs), wrap(outputs));
+    } finally {
+      temporary.forEach((t) => t.release());
+    }
+    return Promise.resolve();
+  }
+
+  close(): Promise<void> {
+    this.#session.release();
+    return Promise.resolve();
+  }
+}
+
+class BindingBound implements BoundTensor {
+  readonly host: HostTensor;
+  readonly tensor: ort.Tensor;
+
+  constructor(host: HostTensor) {
+    this.host = host;
+    this.tensor = bindingTensor(host);
+  }
+
+  release(): void {}
+}
+
+class BindingEngineSession implements EngineSession {
+  readonly backend = "binding";
+  readonly #session: ort.InferenceSession;
+
+  constructor(session: ort.InferenceSession) {
+    this.#session = session;
+  }
+
+  bind(tensor: HostTensor): BoundTensor {
+    return new BindingBound(tensor);
+  }
+
+  async run(inputs: Record<string, Feed>, outputs: Record<string, Feed>): Promise<void> {
+    const wrap = (feeds: Record<string, Feed>) =>
+      mapValues(feeds, (f) => (f instanceof BindingBound ? f.tensor : bindingTensor(f as HostTensor)));
+    // Pre-allocated fetches are written in place; the copies the binding returns are dropped.
+    await this.#session.run(wrap(inputs), wrap(outputs) as ort.InferenceSession.FetchesType);
+  }
+
+  async close(): Promise<void> {
+    await this.#session.release();
+  }
+}
+
+/** An onnxruntime-node tensor over the host tensor's memory (no copy). */
+function bindingTensor(host: HostTensor): ort.Tensor {
+  return new ort.Tensor(host.type, host.data as Float32Array, host.dims);
+}
+
+function mapValues<A, B>(record: Record<string, A>, f: (a: A) => B): Record<string, B> {
+  const out: Record<string, B> = {};
+  for (const key in record) out[key] = f(record[key]);
+  return out;
 }

@@ -1,0 +1,244 @@
+/**
+ * `OrtSession`: an onnxruntime inference session driven through the C API (FFI), whose Run takes input
+ * tensors and PRE-ALLOCATED output tensors that all wrap JS memory (value.ts), so a run copies nothing.
+ *
+ * Why not the onnxruntime-node binding: it wraps input buffers without copying too, but after every Run
+ * it copies each output into a new ArrayBuffer, pre-allocated ones included, and it has no IOBinding. A
+ * KV cache passed as both GroupQueryAttention's past input and its present output is updated in place by
+ * the kernel and then copied whole by the binding: per decode step 2 × layers × cache bytes, so the step
+ * time grows with the cache capacity rather than with the attention work. Here the outputs are the
+ * caller's arrays and nothing is copied after Run.
+ *
+ * Calls block the calling thread for the whole run (the engine runs in a Worker).
+ *
+ * @module
+ */
+
+import { check, cString, ortApi, outPointer, outSlot } from "./api.ts";
+import type { OrtTensor } from "./value.ts";
+
+/** Graph optimization levels (`GraphOptimizationLevel`). */
+export const GRAPH_OPTIMIZATION = { disabled: 0, basic: 1, extended: 2, all: 99 } as const;
+export type GraphOptimization = keyof typeof GRAPH_OPTIMIZATION;
+
+/** Execution providers by the names onnxruntime registers them under (CPU is always appended last). */
+export type OrtProvider = "cpu" | "webgpu" | "cuda";
+
+export interface OrtSessionOptions {
+  /** Intra-op threads; 0 or absent: onnxruntime's default (one per core). */
+  intraOpThreads?: number;
+  /** Inter-op threads; 0 or absent: onnxruntime's default. */
+  interOpThreads?: number;
+  /** Default "all". */
+  graphOptimization?: GraphOptimization;
+  /** Session config entries (onnxruntime_session_options_config_keys.h), e.g.
+   * `session.model_external_initializers_file_folder_path`. */
+  config?: Record<string, string>;
+  /** In order of preference; default ["cpu"]. */
+  providers?: readonly OrtProvider[];
+  /** Write a profile (JSON) with this file prefix; it is closed by `endProfiling()` or `release()`. */
+  profileFilePrefix?: string;
+}
+
+const ORT_LOGGING_LEVEL_WARNING = 2;
+
+let env: Deno.PointerValue = null;
+
+/** The process's `OrtEnv` (onnxruntime keeps one per process and counts references to it). */
+function ortEnv(): Deno.PointerValue {
+  if (env) return env;
+  const out = outSlot();
+  check(ortApi().CreateEnv(ORT_LOGGING_LEVEL_WARNING, cString("deno-rl"), out), "CreateEnv");
+  env = outPointer(out);
+  return env;
+}
+
+/** A name as a C string, kept alive with its address for the `const char*` arrays Run takes. */
+interface CName {
+  bytes: Uint8Array;
+  address: bigint;
+}
+
+export class OrtSession {
+  readonly inputNames: readonly string[];
+  readonly outputNames: readonly string[];
+  #session: Deno.PointerValue;
+  #profiling: boolean;
+  readonly #names = new Map<string, CName>();
+
+  private constructor(session: Deno.PointerObject, profiling: boolean) {
+    this.#session = session;
+    this.#profiling = profiling;
+    this.inputNames = sessionNames(session, "input");
+    this.outputNames = sessionNames(session, "output");
+  }
+
+  /** Builds a session from serialized model bytes (CreateSessionFromArray). */
+  static create(model: Uint8Array, options: OrtSessionOptions = {}): OrtSession {
+    const api = ortApi();
+    const env = ortEnv(); // before the options: providers log through the env's default logger
+    const opts = createOptions(options);
+    try {
+      const out = outSlot();
+      check(
+        api.CreateSessionFromArray(env, model, BigInt(model.byteLength), opts, out),
+        "CreateSessionFromArray",
+      );
+      return new OrtSession(outPointer(out)!, options.profileFilePrefix !== undefined);
+    } finally {
+      api.ReleaseSessionOptions(opts);
+    }
+  }
+
+  /**
+   * Runs the graph. Every requested output is given as a tensor of its exact shape, which onnxruntime
+   * writes in place; a tensor may be both an input and an output (a KV cache updated in place).
+   */
+  run(inputs: Record<string, OrtTensor>, outputs: Record<string, OrtTensor>): void {
+    const session = this.#live();
+    const inNames = Object.keys(inputs);
+    const outNames = Object.keys(outputs);
+    const inputValues = pointerArray(inNames.map((n) => inputs[n].value));
+    const outputValues = pointerArray(outNames.map((n) => outputs[n].value));
+    const given = outputValues.slice();
+    const status = ortApi().Run(
+      session,
+      null,
+      this.#nameArray(inNames),
+      inputValues,
+      BigInt(inNames.length),
+      this.#nameArray(outNames),
+      BigInt(outNames.length),
+      outputValues,
+    );
+    check(status, `Run (${inNames.length} inputs, ${outNames.length} pre-allocated outputs)`);
+    outNames.forEach((name, i) => {
+      if (outputValues[i] !== given[i]) {
+        ortApi().ReleaseValue(Deno.UnsafePointer.create(outputValues[i]));
+        throw new Error(
+          `onnxruntime Run replaced the pre-allocated output ${name} (it should write into it)`,
+        );
+      }
+    });
+  }
+
+  /** Ends profiling and returns the profile's file name (null when profiling is off). */
+  endProfiling(): string | null {
+    if (!this.#profiling) return null;
+    this.#profiling = false;
+    const api = ortApi();
+    const allocator = defaultAllocator();
+    const out = outSlot();
+    check(api.SessionEndProfiling(this.#live(), allocator, out), "SessionEndProfiling");
+    return takeString(allocator, outPointer(out));
+  }
+
+  /** Frees the session (ending profiling first). Safe to call twice. */
+  release(): void {
+    if (!this.#session) return;
+    this.endProfiling();
+    ortApi().ReleaseSession(this.#session);
+    this.#session = null;
+  }
+
+  #live(): Deno.PointerObject {
+    if (!this.#session) throw new Error("OrtSession: used after release()");
+    return this.#session;
+  }
+
+  #nameArray(names: readonly string[]): BigUint64Array {
+    return BigUint64Array.from(names, (name) => {
+      let c = this.#names.get(name);
+      if (!c) {
+        const bytes = cString(name);
+        c = { bytes, address: BigInt(Deno.UnsafePointer.value(Deno.UnsafePointer.of(bytes))) };
+        this.#names.set(name, c);
+      }
+      return c.address;
+    });
+  }
+}
+
+function createOptions(options: OrtSessionOptions): Deno.PointerObject {
+  const api = ortApi();
+  const out = outSlot();
+  check(api.CreateSessionOptions(out), "CreateSessionOptions");
+  const opts = outPointer(out)!;
+  try {
+    const level = GRAPH_OPTIMIZATION[options.graphOptimization ?? "all"];
+    check(api.SetSessionGraphOptimizationLevel(opts, level), "SetSessionGraphOptimizationLevel");
+    if (options.intraOpThreads) {
+      check(api.SetIntraOpNumThreads(opts, options.intraOpThreads), "SetIntraOpNumThreads");
+    }
+    if (options.interOpThreads) {
+      check(api.SetInterOpNumThreads(opts, options.interOpThreads), "SetInterOpNumThreads");
+    }
+    for (const [key, value] of Object.entries(options.config ?? {})) {
+      check(api.AddSessionConfigEntry(opts, cString(key), cString(value)), `AddSessionConfigEntry ${key}`);
+    }
+    if (options.profileFilePrefix !== undefined) {
+      check(api.EnableProfiling(opts, cString(options.profileFilePrefix)), "EnableProfiling");
+    }
+    for (const provider of options.providers ?? ["cpu"]) appendProvider(opts, provider);
+    return opts;
+  } catch (e) {
+    api.ReleaseSessionOptions(opts);
+    throw e;
+  }
+}
+
+function appendProvider(opts: Deno.PointerObject, provider: OrtProvider): void {
+  const api = ortApi();
+  if (provider === "cpu") return; // always there, after the others
+  if (provider === "webgpu") {
+    const status = api.SessionOptionsAppendExecutionProvider(opts, cString("WebGPU"), null, null, 0n);
+    check(status, "SessionOptionsAppendExecutionProvider WebGPU");
+    return;
+  }
+  const out = outSlot();
+  check(api.CreateCUDAProviderOptions(out), "CreateCUDAProviderOptions");
+  const cuda = outPointer(out);
+  try {
+    check(
+      api.SessionOptionsAppendExecutionProvider_CUDA_V2(opts, cuda),
+      "SessionOptionsAppendExecutionProvider_CUDA_V2",
+    );
+  } finally {
+    api.ReleaseCUDAProviderOptions(cuda);
+  }
+}
+
+/** The session's input or output names, in graph order. */
+function sessionNames(session: Deno.PointerObject, kind: "input" | "output"): string[] {
+  const api = ortApi();
+  const count = outSlot();
+  const getCount = kind === "input" ? api.SessionGetInputCount : api.SessionGetOutputCount;
+  const getName = kind === "input" ? api.SessionGetInputName : api.SessionGetOutputName;
+  check(getCount(session, count), `Session${kind}Count`);
+  const allocator = defaultAllocator();
+  return Array.from({ length: Number(count[0]) }, (_, i) => {
+    const out = outSlot();
+    check(getName(session, BigInt(i), allocator, out), `SessionGet${kind}Name ${i}`);
+    return takeString(allocator, outPointer(out))!;
+  });
+}
+
+/** onnxruntime's default CPU allocator (not to be freed). */
+function defaultAllocator(): Deno.PointerValue {
+  const out = outSlot();
+  check(ortApi().GetAllocatorWithDefaultOptions(out), "GetAllocatorWithDefaultOptions");
+  return outPointer(out);
+}
+
+/** Reads a string onnxruntime allocated with `allocator`, then frees it. */
+function takeString(allocator: Deno.PointerValue, pointer: Deno.PointerValue): string | null {
+  if (!pointer) return null;
+  const text = Deno.UnsafePointerView.getCString(pointer);
+  check(ortApi().AllocatorFree(allocator, pointer), "AllocatorFree");
+  return text;
+}
+
+/** `OrtValue* const*`: the addresses of `values`, in order. */
+function pointerArray(values: readonly Deno.PointerObject[]): BigUint64Array {
+  return BigUint64Array.from(values, (v) => BigInt(Deno.UnsafePointer.value(v)));
+}
