@@ -79,6 +79,12 @@ export function engineTables(name: string, r: { ours: any; peer: any[] }): strin
   ];
 }
 
+/** The BLAS library the PyTorch peer actually loaded (its config string says "generic" either way). */
+function blasOf(x: any): string {
+  const loaded: string[] = x.blas_loaded ?? [];
+  return loaded.find((l) => /openblas/i.test(l)) ?? loaded.join(" ") ?? x.blas ?? "";
+}
+
 /** Train table of one model: ours and the PyTorch peer on the same batch. */
 export function trainTables(name: string, r: { ours: any; peer: any }): string[] {
   const o = r.ours, p = r.peer;
@@ -87,7 +93,9 @@ export function trainTables(name: string, r: { ours: any; peer: any }): string[]
       ? `| ${label} | failed: ${String(x.error).slice(0, 120)} | | | | |`
       : `| ${label} | ${f(x.seconds_per_step, 2)} | ${f(x.tok_per_s)} | ${f(x.gflops_4n)} | ${
         f(x.peak_rss_mib, 0)
-      } | ${x.impl === "torch" ? `${x.torch_version ?? ""} ${x.blas ?? ""}`.trim() : ""} |`;
+      } | ${
+        x.impl === "torch" ? `torch ${x.torch_version ?? "?"}, ${blasOf(x)}, ${x.threads} threads` : ""
+      } |`;
   return [
     `### Train step (LoRA r${o.rank ?? 16} on all projections, GRPO forward + backward, ${
       o.tokens_per_step ?? "?"
