@@ -11,11 +11,10 @@ import * as ort from "onnxruntime-node";
 import { GraphBuilder } from "../lib/onnx/builder.ts";
 import {
   chunkedTargetLogprobs,
-  fusedLogSoftmax,
   inverseTemperature,
+  logSoftmaxFor,
   sampleNext,
 } from "../lib/model/graph/head.ts";
-import { logSoftmax as composedLogSoftmax } from "../lib/onnx/compose.ts";
 import { mulberry32 } from "./reference/weights.ts";
 
 function identity(n: number): Float32Array {
@@ -139,7 +138,12 @@ Deno.test("top-k and top-p sample among the kept tokens by inverse CDF, reportin
   await session.release();
 });
 
-for (const [name, logSoftmax] of [["fused", fusedLogSoftmax], ["composed", composedLogSoftmax]] as const) {
+for (
+  const [name, logSoftmax] of [["fused", logSoftmaxFor("cpu")], [
+    "composed",
+    logSoftmaxFor("webgpu"),
+  ]] as const
+) {
   Deno.test(`chunked target log-probs equal a plain log-softmax for any row count (${name})`, async () => {
     const vocab = 50;
     const g = new GraphBuilder("chunked");

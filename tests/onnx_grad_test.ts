@@ -224,11 +224,15 @@ Deno.test("Gemm with alpha, beta, transA, transB and a broadcast bias", async (t
   }
 });
 
-Deno.test("Softmax along any axis", async (t) => {
+Deno.test("Softmax and LogSoftmax along any axis", async (t) => {
   for (const axis of [0, 1, -1]) {
     await t.step(
-      `axis ${axis}`,
+      `Softmax axis ${axis}`,
       () => checkGrad({ x: rand([2, 3, 4], 1, 2) }, (g, { x }) => bindOps(g).Softmax(x, axis)),
+    );
+    await t.step(
+      `LogSoftmax axis ${axis}`,
+      () => checkGrad({ x: rand([2, 3, 4], 2, 2) }, (g, { x }) => bindOps(g).LogSoftmax(x, axis)),
     );
   }
 });

@@ -31,12 +31,12 @@ import { addCheckpointWeights } from "../model/graph/weights.ts";
 import { type AttentionFn, decoder, headWeight } from "../model/graph/decoder.ts";
 import {
   chunkedTargetLogprobs,
-  fusedLogSoftmax,
   headChunkRows,
   inverseTemperature,
+  type LogSoftmaxFn,
+  logSoftmaxFor,
   sampleNext,
 } from "../model/graph/head.ts";
-import { logSoftmax as composedLogSoftmax } from "../onnx/compose.ts";
 import type { ExecutionProvider } from "./session.ts";
 import { ropeTables } from "../model/graph/rope.ts";
 
@@ -113,11 +113,7 @@ export function buildInferenceModel(
   };
   const flatIds = Reshape.emit(g, ids, [-1]); // [N]
   const hidden = decoder(g, flatIds, { cfg, weights, lora: loraInputs, attention }); // [N, H]
-  // WebGPU has no LogSoftmax kernel (ENGINE_FACTS.md): it gets x - ReduceLogSumExp(x) instead.
-  const logSoftmax = ep === "webgpu"
-    ? (b: GraphBuilder, z: Value) => composedLogSoftmax(b, z)
-    : fusedLogSoftmax;
-  addHeads(g, hidden, headWeight(cfg, weights), cfg.vocab_size, logSoftmax);
+  addHeads(g, hidden, headWeight(cfg, weights), cfg.vocab_size, logSoftmaxFor(ep));
   return {
     bytes: g.toModel({ doc: `Qwen3 inference graph for ${model.dir}` }),
     externalFolder: weights.folder,
@@ -130,7 +126,7 @@ function addHeads(
   hidden: Value,
   w: Value,
   vocab: number,
-  logSoftmax: (g: GraphBuilder, z: Value) => Value,
+  logSoftmax: LogSoftmaxFn,
 ): void {
   const scoreMode = g.input(IO.scoreMode, "bool", []);
   const targets = g.input(IO.targets, "int64", ["B", "S"]);

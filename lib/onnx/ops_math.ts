@@ -1,6 +1,6 @@
 /**
  * Op table, math part: elementwise unary and binary ops, comparisons, Where, Clip, Cast, MatMul,
- * Gemm, Softmax. Binary ops broadcast numpy-style and accept plain numbers as scalar operands.
+ * Gemm, Softmax, LogSoftmax. Binary ops broadcast numpy-style and accept plain numbers as scalar operands.
  * Each entry's gradient rule sits beside its emitter (MatMul's, the longest, in `grad_matmul.ts`).
  */
 
@@ -229,6 +229,14 @@ function softmax(g: GraphBuilder, x: Value, axis = -1): Value {
   return g.op("Softmax", [x], { axis: attr.int(axis) }, { shape: x.shape });
 }
 
+/**
+ * LogSoftmax along `axis` (default last): onnxruntime's fused kernel, one pass. WebGPU has no kernel
+ * for it (ENGINE_FACTS.md); compose.ts `logSoftmax` is the portable form.
+ */
+function logSoftmax(g: GraphBuilder, x: Value, axis = -1): Value {
+  return g.op("LogSoftmax", [x], { axis: attr.int(axis) }, { shape: x.shape });
+}
+
 /** Where: the condition gets no gradient; each branch gets `dy` where it was picked. */
 function whereGrad(ctx: GradContext): (Value | null)[] {
   const o = gradOps(ctx.g);
@@ -268,6 +276,15 @@ function softmaxGrad(ctx: GradContext): (Value | null)[] {
   return [o.Mul(y, o.Sub(dy, dot))];
 }
 
+/** LogSoftmax: `dy - exp(y) * sum(dy)` along the axis. */
+function logSoftmaxGrad(ctx: GradContext): (Value | null)[] {
+  const o = gradOps(ctx.g);
+  const y = ctx.node.outputs[0];
+  const dy = outGrad(ctx);
+  const total = o.ReduceSum(dy, [intAttr(ctx.node, "axis", -1)]); // [..., 1, ...]
+  return [o.Sub(dy, o.Mul(o.Exp(y), total))];
+}
+
 /** Other math ops. */
 export const MATH_OPS = {
   Where: def("Where", where, { nondiff: [0], grad: whereGrad }),
@@ -276,4 +293,5 @@ export const MATH_OPS = {
   MatMul: def("MatMul", matmul, { grad: matmulGrad }),
   Gemm: def("Gemm", gemm, { grad: gemmGrad }),
   Softmax: def("Softmax", softmax, { grad: softmaxGrad }),
+  LogSoftmax: def("LogSoftmax", logSoftmax, { grad: logSoftmaxGrad }),
 };

@@ -24,6 +24,7 @@ import { backward } from "../onnx/autodiff.ts";
 import { OPS } from "../onnx/ops.ts";
 import type { Objective, TokenInputs } from "./objective.ts";
 import { shaped } from "./attention.ts";
+import type { LogSoftmaxFn } from "../model/graph/head.ts";
 
 const { Add, Div, Exp, Gather, GatherElements, Gemm, Loop, Mul, Neg, ReduceSum, Reshape, Shape } = OPS;
 const { Slice, Squeeze, Sub, Unsqueeze } = OPS;
@@ -61,7 +62,7 @@ export function fusedHeadLoss(
   w: Value,
   hiddenSize: number,
   objective: Objective,
-  logSoftmax: (g: GraphBuilder, z: Value) => Value,
+  logSoftmax: LogSoftmaxFn,
 ): HeadLossOutputs {
   const n = Gather.emit(g, Shape.emit(g, x.hidden), g.scalar(0, "int64"), 0); // []
   const { scans } = Loop.emit(g, {
@@ -117,7 +118,7 @@ function chunkStep(
   rows: ChunkRows,
   w: Value,
   objective: Objective,
-  logSoftmax: (g: GraphBuilder, z: Value) => Value,
+  logSoftmax: LogSoftmaxFn,
 ) {
   const z = Gemm.emit(b, Mul.emit(b, x.hidden, x.invT), w, null, { transB: true }); // [C, V]
   const ls = logSoftmax(b, z); // [C, V]

@@ -20,14 +20,13 @@
 
 import { GraphBuilder, type Value } from "../onnx/builder.ts";
 import { backward } from "../onnx/autodiff.ts";
-import { logSoftmax as composedLogSoftmax } from "../onnx/compose.ts";
 import { OPS } from "../onnx/ops.ts";
 import type { ModelDir } from "../model/model_dir.ts";
 import type { LoraShape } from "../model/lora.ts";
 import { addLoraInputs } from "../model/graph/lora_inputs.ts";
 import { addCheckpointWeights } from "../model/graph/weights.ts";
 import { decoder, headWeight } from "../model/graph/decoder.ts";
-import { fusedLogSoftmax, inverseTemperature } from "../model/graph/head.ts";
+import { inverseTemperature, logSoftmaxFor } from "../model/graph/head.ts";
 import { ropeTables } from "../model/graph/rope.ts";
 import type { ExecutionProvider } from "../engine/session.ts";
 import { causalAttention, shaped } from "./attention.ts";
@@ -113,9 +112,7 @@ export function buildTrainModel(model: ModelDir, spec: TrainGraphSpec): TrainMod
   const flatIds = shaped(Reshape.emit(g, ids, [-1]), ["N"]); // [N]
   const hidden = shaped(decoder(g, flatIds, { cfg, weights, lora, attention }), ["N", cfg.hidden_size]); // [N, H]
 
-  const logSoftmax = spec.ep === "webgpu"
-    ? (b: GraphBuilder, z: Value) => composedLogSoftmax(b, z)
-    : fusedLogSoftmax;
+  const logSoftmax = logSoftmaxFor(spec.ep);
   const headHidden = shaped(Gather.emit(g, hidden, headRows, 0), ["M", cfg.hidden_size]); // [M, H]
   const head = fusedHeadLoss(
     g,

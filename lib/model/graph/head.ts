@@ -20,7 +20,9 @@
  * @module
  */
 
-import { attr, type GraphBuilder, type Value } from "../../onnx/builder.ts";
+import type { GraphBuilder, Value } from "../../onnx/builder.ts";
+import { logSoftmax as composedLogSoftmax } from "../../onnx/compose.ts";
+import type { ExecutionProvider } from "../../engine/session.ts";
 import { OPS } from "../../onnx/ops.ts";
 
 const { Add, ArgMax, Cast, Concat, ConstantOfShape, CumSum, Div, Expand, Gather, GatherElements, Gemm } = OPS;
@@ -28,10 +30,15 @@ const { Greater, If, Less, Log, Loop, Min, Mul, ReduceSum, Reshape, Shape, Slice
   OPS;
 const { TopK, Unsqueeze, Where } = OPS;
 
-/** Log-softmax over the last axis with onnxruntime's fused kernel (one pass; CPU and CUDA). */
-export function fusedLogSoftmax(g: GraphBuilder, z: Value): Value {
-  // Not in the op table: inference graphs only, never differentiated (the train graph has its own head).
-  return g.op("LogSoftmax", [z], { axis: attr.int(-1) }, { shape: z.shape });
+/** A log-softmax over the last axis. */
+export type LogSoftmaxFn = (g: GraphBuilder, z: Value) => Value;
+
+/**
+ * The log-softmax for an execution provider: onnxruntime's fused LogSoftmax (one pass) on CPU and CUDA,
+ * `x - ReduceLogSumExp(x)` on WebGPU, which has no LogSoftmax kernel (ENGINE_FACTS.md).
+ */
+export function logSoftmaxFor(ep: ExecutionProvider | undefined): LogSoftmaxFn {
+  return ep === "webgpu" ? (g, z) => composedLogSoftmax(g, z) : (g, z) => OPS.LogSoftmax.emit(g, z, -1);
 }
 
 /** Rows of logits computed at once by `chunkedTargetLogprobs`: about 16M floats (64 MB) per chunk. */
@@ -57,7 +64,7 @@ export function chunkedTargetLogprobs(
   w: Value,
   invT: Value,
   chunk: number,
-  logSoftmax: (g: GraphBuilder, z: Value) => Value,
+  logSoftmax: LogSoftmaxFn,
 ): Value {
   const n = Gather.emit(g, Shape.emit(g, h), g.scalar(0, "int64"), 0); // []
   const trips = Div.emit(g, Add.emit(g, n, chunk - 1), chunk); // []
