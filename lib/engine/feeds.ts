@@ -18,8 +18,6 @@ export interface SamplingParams {
   topP: number;
 }
 
-export const GREEDY: SamplingParams = { temperature: 0, topK: 0, topP: 1 };
-
 /** int64 `[rows, cols]` from numbers. */
 export function int64(values: ArrayLike<number>, dims: readonly number[]): HostTensor<"int64"> {
   const data = new BigInt64Array(values.length);

@@ -18,8 +18,9 @@
  * @module
  */
 
-import { GraphBuilder, type Value } from "../onnx/builder.ts";
+import { GraphBuilder } from "../onnx/builder.ts";
 import { backward } from "../onnx/autodiff.ts";
+import { zerosLike } from "../onnx/grad_util.ts";
 import { OPS } from "../onnx/ops.ts";
 import type { ModelDir } from "../model/model_dir.ts";
 import type { LoraShape } from "../model/lora.ts";
@@ -33,12 +34,7 @@ import { causalAttention, shaped } from "./attention.ts";
 import { fusedHeadLoss } from "./head_loss.ts";
 import { clippedSurrogate, negativeLogLikelihood, type Objective } from "./objective.ts";
 
-const { ConstantOfShape, Gather, Reshape, ScatterND, Shape, Unsqueeze } = OPS;
-
-/** Zeros of `x`'s shape (float32). */
-function ZerosLike(g: GraphBuilder, x: Value): Value {
-  return ConstantOfShape.emit(g, Shape.emit(g, x), 0, "float32");
-}
+const { Gather, Reshape, ScatterND, Shape, Unsqueeze } = OPS;
 
 /** Graph input and output names. */
 export const TRAIN_IO = {
@@ -137,7 +133,7 @@ export function buildTrainModel(model: ModelDir, spec: TrainGraphSpec): TrainMod
 
   const dHidden = ScatterND.emit(
     g,
-    ZerosLike(g, hidden),
+    zerosLike(g, hidden, "float32"),
     Unsqueeze.emit(g, headRows, [1]),
     head.dHidden,
     "add",
