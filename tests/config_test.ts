@@ -95,7 +95,7 @@ Deno.test("an unknown key is rejected with the valid keys listed", () => {
   expectUserError(
     () => validateConfig({ rollout: { wibble: 3 } }),
     "unknown key rollout.wibble",
-    "valid keys in rollout: group_size, tasks_per_step, generation, tools, environment",
+    "valid keys in rollout: group_size, max_batch, tasks_per_step, generation, tools, environment",
   );
   expectUserError(() => validateConfig({ modle: {} }), "unknown key modle", "did you mean model?");
 });

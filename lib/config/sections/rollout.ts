@@ -44,6 +44,12 @@ const tools = {
     default: ["calculator"],
     doc: "tools offered to the model (rendered into the prompt by the chat template)",
   }),
+  max_calls_per_episode: int({
+    default: 16,
+    min: 1,
+    max: 10000,
+    doc: "tool calls executed per episode; reaching it ends the episode (finish_reason tool_budget)",
+  }),
   max_calls_per_turn: int({
     default: 4,
     min: 1,
@@ -78,8 +84,21 @@ const tools = {
   }),
 };
 
+export const ENVIRONMENTS = ["tools", "scripted", "module"] as const;
+
 const environment = {
-  max_turns: int({ default: 4, min: 1, max: 50, doc: "assistant turns per episode at most" }),
+  kind: choice({
+    choices: ENVIRONMENTS,
+    default: "tools",
+    doc:
+      "tools (run tool calls, feed results back) | scripted (next user message per step from the task) | module (yours)",
+  }),
+  module: str({
+    default: null,
+    nullable: true,
+    doc: "TypeScript module exporting an environment (kind: module); see examples/custom_environment.ts",
+  }),
+  max_turns: int({ default: 4, min: 1, max: 50, doc: "assistant turns (steps) per episode at most" }),
   stop_on_final_answer: bool({
     default: true,
     doc: "end the episode at the first assistant turn without a tool call; false = continue until max_turns",
@@ -96,6 +115,12 @@ export const rollout = {
     min: 1,
     max: 1024,
     doc: "episodes sampled per task (the group GRPO compares)",
+  }),
+  max_batch: int({
+    default: 32,
+    min: 1,
+    max: 1024,
+    doc: "sequences the engine decodes together (continuous batching slots; KV memory grows with it)",
   }),
   tasks_per_step: int({
     default: 4,
