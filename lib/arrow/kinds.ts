@@ -18,11 +18,11 @@ import { t } from "./types.ts";
 export const FORMAT_VERSION = 1;
 
 /** The kinds of stage file. */
-export const STAGE_KINDS = ["rollouts", "scored", "batch", "metrics", "eval"] as const;
+export const STAGE_KINDS = ["rollouts", "scored", "batch", "metrics", "eval", "run_metrics"] as const;
 export type StageKind = typeof STAGE_KINDS[number];
 
 /** The stages (scripts under `stages/`) that own columns. */
-export type StageName = "rollout" | "score" | "mask" | "train" | "eval";
+export type StageName = "rollout" | "score" | "mask" | "train" | "eval" | "loop";
 
 /** One declared column. */
 export interface ColumnDecl {
@@ -95,6 +95,7 @@ const sc = col("score");
 const mk = col("mask");
 const tr = col("train");
 const ev = col("eval");
+const lp = col("loop");
 
 const SNAKE = "[a-z0-9]+(?:_[a-z0-9]+)*";
 
@@ -233,9 +234,70 @@ const EVAL: KindDecl = {
     ev("finish_reason", t.utf8(), "why generation stopped"),
     ev("status", t.utf8(), `episode status: ${EPISODE_STATUSES.join(" | ")}`),
     ev("messages", t.utf8(), "JSON array of the decoded trajectory"),
+    ev("num_tool_calls", t.int16(), "number of tool calls in the episode (any status)"),
+    ev("used_tool", t.bool(), "whether the episode made at least one successful (status ok) tool call"),
   ],
   patterns: [rewardPattern("eval")],
   requiredMetadata: ["config_hash", "model", "adapter", "sampling", "seed"],
+};
+
+/** Float64 columns of `run_metrics`, in file order after `step` (one declaration of the loop's metrics). */
+const RUN_METRICS_FLOAT_COLUMNS: Array<[string, string]> = [
+  ["reward_mean", "mean total reward of the step's episodes"],
+  ["reward_std", "standard deviation of the total reward over the step's episodes"],
+  ["accuracy", "fraction of the step's episodes whose final answer is correct"],
+  ["frac_zero_std_groups", "fraction of GRPO groups whose rewards are all equal (no learning signal)"],
+  ["tool_calls_per_episode", "mean number of tool calls per episode"],
+  ["tool_failure_rate", "fraction of tool calls whose status is not ok (0 when there were none)"],
+  ["turns_mean", "mean number of assistant turns per episode"],
+  ["response_tokens_mean", "mean number of policy-sampled tokens per episode"],
+  ["loss", "mean train loss over the step's optimizer steps"],
+  ["pg_loss", "mean policy-gradient loss"],
+  ["clip_frac", "mean fraction of masked tokens whose ratio was clipped"],
+  ["kl", "mean k3 KL to the reference (0 when beta = 0)"],
+  ["entropy", "mean policy entropy over masked tokens (NaN when not computed)"],
+  ["grad_norm", "mean global gradient norm before clipping"],
+  ["lr", "learning rate of the step's last optimizer step"],
+  ["seconds_rollout", "wall time of the rollout stage"],
+  ["seconds_score", "wall time of the score stage"],
+  ["seconds_mask", "wall time of the mask stage"],
+  ["seconds_train", "wall time of the train stage"],
+  ["tokens_per_s_rollout", "tokens sampled per second during rollout"],
+  ["tokens_per_s_train", "tokens trained per second"],
+];
+
+/**
+ * The loop's per-step summary (`runs/<name>/metrics.arrow`): one row per loop step (rollout → score →
+ * mask → train), read by the report and notebooks. Tool-call counts by status come as
+ * `tool_status_<status>`; any other snake_case Float64 column is allowed, as in `metrics`.
+ */
+const RUN_METRICS: KindDecl = {
+  kind: "run_metrics",
+  stage: "loop",
+  fileName: "metrics.arrow",
+  rowPer: "loop step",
+  doc: "one row per loop step: rewards, tool use, train statistics and timings",
+  columns: [
+    lp("step", t.int32(), "loop step (1-based, as in step-NNNN)"),
+    ...RUN_METRICS_FLOAT_COLUMNS.map(([name, doc]) => lp(name, t.float64(), doc)),
+  ],
+  patterns: [
+    {
+      pattern: new RegExp(`^tool_status_${SNAKE}$`),
+      shape: "tool_status_<status>",
+      type: t.float64(),
+      stage: "loop",
+      doc: "number of the step's tool calls with this status",
+    },
+    {
+      pattern: new RegExp(`^${SNAKE}$`),
+      shape: "<snake_case name>",
+      type: t.float64(),
+      stage: "loop",
+      doc: "any extra metric",
+    },
+  ],
+  requiredMetadata: ["config_hash", "model", "seed"],
 };
 
 /** Every kind's own declaration. */
@@ -245,6 +307,7 @@ export const KINDS: Readonly<Record<StageKind, KindDecl>> = {
   batch: BATCH,
   metrics: METRICS,
   eval: EVAL,
+  run_metrics: RUN_METRICS,
 };
 
 /** A kind with what it inherits resolved: all columns in file order, all patterns. */
