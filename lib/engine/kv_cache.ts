@@ -34,8 +34,8 @@ export class KvCache {
   readonly #keys: Float32Array[] = []; // L × [B, nKV, M, D]
   readonly #values: Float32Array[] = []; // L × [B, nKV, M, D]
   readonly #dims: [number, number, number];
-  #whole: CacheBinding | undefined;
-  readonly #rows = new Map<number, CacheBinding>();
+  /** Bindings handed out, by row range, so each is bound to the session once. */
+  readonly #ranges = new Map<number, CacheBinding>();
 
   constructor(cfg: Qwen3Config, batch: number, capacity: number) {
     this.batch = batch;
@@ -55,17 +55,28 @@ export class KvCache {
 
   /** The whole batch, `[B, nKV, M, D]` per layer. */
   whole(): CacheBinding {
-    this.#whole ??= this.#bind((data) => data, this.batch);
-    return this.#whole;
+    return this.range(0, this.batch);
   }
 
   /** Sequence `row` alone, `[1, nKV, M, D]` per layer, sharing memory with `whole()`. */
   row(row: number): CacheBinding {
-    let binding = this.#rows.get(row);
+    return this.range(row, row + 1);
+  }
+
+  /**
+   * Sequences `[from, to)`, `[to - from, nKV, M, D]` per layer: a contiguous view of the same memory, since
+   * the batch is the outermost dimension.
+   */
+  range(from: number, to: number): CacheBinding {
+    if (!(Number.isInteger(from) && Number.isInteger(to) && 0 <= from && from < to && to <= this.batch)) {
+      throw new RangeError(`kv cache: rows [${from}, ${to}) outside a batch of ${this.batch}`);
+    }
+    const key = from * (this.batch + 1) + to;
+    let binding = this.#ranges.get(key);
     if (!binding) {
       const size = this.#dims[0] * this.#dims[1] * this.#dims[2];
-      binding = this.#bind((data) => data.subarray(row * size, (row + 1) * size), 1);
-      this.#rows.set(row, binding);
+      binding = this.#bind((data) => data.subarray(from * size, to * size), to - from);
+      this.#ranges.set(key, binding);
     }
     return binding;
   }

@@ -16,9 +16,19 @@ import { readPeftAdapter } from "../model/peft.ts";
 import { sha256Hex } from "../model/tokenizer.ts";
 import { InferenceEngine } from "./engine.ts";
 import { type BatchStats, type GenerateOptions, type Generation, GenerationBatch } from "./generate.ts";
-import type { BatchOptions, GenerationSession, LogprobOptions, Policy, PolicyOptions } from "./policy.ts";
+import type {
+  BatchOptions,
+  GenerationSession,
+  LogprobOptions,
+  Policy,
+  PolicyOptions,
+  PolicySequence,
+  SequenceOptions,
+} from "./policy.ts";
+import { TurnScheduler } from "./scheduler.ts";
 
 const DEFAULT_TOKEN_BUDGET = 4096;
+const DEFAULT_MAX_SEQUENCES = 32;
 
 export class LocalPolicy implements Policy {
   readonly config: Qwen3Config;
@@ -28,6 +38,15 @@ export class LocalPolicy implements Policy {
   #adapter: Adapter | null = null;
   #adapterId = "base";
   #open = 0;
+  /** The continuous-batching scheduler of `openSequence`, made on first use. */
+  #scheduler: TurnScheduler | null = null;
+  readonly #sequenceStats: BatchStats = {
+    prefillTokens: 0,
+    prefillMs: 0,
+    decodeSteps: 0,
+    decodeTokens: 0,
+    decodeMs: 0,
+  };
 
   private constructor(model: ModelDir, engine: InferenceEngine, options: PolicyOptions) {
     this.config = model.config;
@@ -107,10 +126,75 @@ export class LocalPolicy implements Policy {
     return Promise.resolve(session);
   }
 
+  async openSequence(prompt: readonly number[], options: SequenceOptions): Promise<PolicySequence> {
+    checkTokens(prompt, 0, this.config.vocab_size);
+    const scheduler = this.#schedulerFor(options.capacity);
+    const slot = await scheduler.openSequence(prompt, options.seed, options.capacity);
+    this.#open += 1;
+    let closed = false;
+    const live = () => {
+      if (closed) throw new Error("generate: the sequence is closed");
+      return slot;
+    };
+    return {
+      generate: async (o) => await scheduler.generate(live(), o),
+      append: (tokens) => {
+        checkTokens(tokens, 0, this.config.vocab_size, true);
+        return Promise.resolve(scheduler.append(live(), tokens));
+      },
+      tokens: () => Promise.resolve(scheduler.tokens(live())),
+      close: () => {
+        if (!closed) {
+          closed = true;
+          this.#open -= 1;
+          scheduler.close(slot);
+        }
+        return Promise.resolve();
+      },
+    };
+  }
+
+  sequenceStats(): Promise<BatchStats> {
+    const now = this.#scheduler?.stats;
+    const sum = { ...this.#sequenceStats };
+    if (now) { for (const k of Object.keys(sum) as (keyof BatchStats)[]) sum[k] += now[k]; }
+    return Promise.resolve(sum);
+  }
+
+  /**
+   * The scheduler, made (or remade, while no sequence is open) with room for `capacity` tokens per slot.
+   * Its cache is `maxSequences × capacity` positions per layer, allocated once.
+   */
+  #schedulerFor(capacity: number): TurnScheduler {
+    const current = this.#scheduler;
+    if (current && current.capacity >= capacity) return current;
+    if (current && current.open > 0) {
+      throw new RangeError(
+        `openSequence: capacity ${capacity} exceeds the ${current.capacity} of the sequences already open; ` +
+          "open every sequence of a rollout with the same capacity",
+      );
+    }
+    this.#retireScheduler();
+    this.#scheduler = new TurnScheduler(
+      this.#engine,
+      this.#options.maxSequences ?? DEFAULT_MAX_SEQUENCES,
+      capacity,
+    );
+    return this.#scheduler;
+  }
+
+  /** Drops the scheduler (its cache), keeping its counters. */
+  #retireScheduler(): void {
+    const old = this.#scheduler?.stats;
+    if (old) { for (const k of Object.keys(old) as (keyof BatchStats)[]) this.#sequenceStats[k] += old[k]; }
+    this.#scheduler = null;
+  }
+
   async setAdapter(adapter: string | Adapter | null): Promise<void> {
-    if (this.#open > 0) throw new Error("setAdapter: close the open generation batches first");
+    if (this.#open > 0) throw new Error("setAdapter: close the open generation batches and sequences first");
     const next = typeof adapter === "string" ? await readPeftAdapter(adapter, this.config) : adapter;
     if (next && !sameLoraShape(next.spec, this.#engine.lora)) {
+      this.#retireScheduler(); // its cache is bound to the old engine
       const engine = await InferenceEngine.create(this.#model, next.spec, this.#options);
       await this.#engine.close();
       this.#engine = engine;

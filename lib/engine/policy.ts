@@ -28,6 +28,33 @@ export interface PolicyOptions {
   threads?: number;
   /** Most padded tokens per scoring call (default 4096): bounds memory of `logprobs`. */
   tokenBudget?: number;
+  /**
+   * Sequences decoded together by `openSequence` (continuous-batching slots, default 32); a sequence
+   * opened while all are taken waits for one to close. KV memory grows with slots × capacity.
+   */
+  maxSequences?: number;
+}
+
+/** Options of `openSequence`. */
+export interface SequenceOptions {
+  /** Sampling seed: token t is drawn from (seed, t), whatever else is in the batch. */
+  seed: number;
+  /** Most tokens the sequence may hold (prompt, turns, appended tokens). */
+  capacity: number;
+}
+
+/**
+ * One conversation (an episode) generated turn by turn. Its turns join whatever else the policy is
+ * decoding (continuous batching); its cached prefix stays between turns. Close it to free its slot.
+ */
+export interface PolicySequence {
+  /** Samples one turn, continuing after everything appended so far. */
+  generate(options: GenerateOptions): Promise<Generation>;
+  /** Appends environment tokens (a tool result, a user turn); they are processed at the next turn. */
+  append(tokens: readonly number[]): Promise<void>;
+  /** All tokens of the sequence so far. */
+  tokens(): Promise<number[]>;
+  close(): Promise<void>;
 }
 
 /** Options of `logprobs`. */
@@ -74,7 +101,14 @@ export interface Policy {
     prompts: readonly (readonly number[])[],
     options: BatchOptions & { capacity: number },
   ): Promise<GenerationSession>;
-  /** Switches the adapter (directory, tensors, or null for the base model). No batch may be open. */
+  /**
+   * Opens one sequence for multi-turn generation: episodes call this and then ask for their turns
+   * independently; the policy batches whatever turns are pending (waits while all slots are taken).
+   */
+  openSequence(prompt: readonly number[], options: SequenceOptions): Promise<PolicySequence>;
+  /** Work counters of the sequences opened with `openSequence` since the policy loaded. */
+  sequenceStats(): Promise<BatchStats>;
+  /** Switches the adapter (directory, tensors, or null for the base model). No batch or sequence may be open. */
   setAdapter(adapter: string | Adapter | null): Promise<void>;
   close(): Promise<void>;
 }

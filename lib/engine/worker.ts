@@ -11,7 +11,7 @@
 /// <reference lib="deno.worker" />
 
 import { LocalPolicy } from "./local_policy.ts";
-import type { GenerationSession } from "./policy.ts";
+import type { GenerationSession, PolicySequence } from "./policy.ts";
 import { serializeError } from "./worker_errors.ts";
 
 /** A request from the main thread. */
@@ -24,10 +24,18 @@ export interface WorkerRequest {
 let policy: LocalPolicy | null = null;
 const batches = new Map<number, GenerationSession>();
 let nextBatch = 1;
+const sequences = new Map<number, PolicySequence>();
+let nextSequence = 1;
 
 function requirePolicy(): LocalPolicy {
   if (!policy) throw new Error("policy worker: load first");
   return policy;
+}
+
+function requireSequence(id: unknown): PolicySequence {
+  const sequence = sequences.get(id as number);
+  if (!sequence) throw new Error(`policy worker: no open sequence ${id}`);
+  return sequence;
 }
 
 function requireBatch(id: unknown): GenerationSession {
@@ -60,10 +68,25 @@ const OPS: Record<string, (...args: any[]) => unknown> = {
     await batches.get(id)?.close();
     batches.delete(id);
   },
+  async openSequence(prompt, options) {
+    const sequence = await requirePolicy().openSequence(prompt, options);
+    const id = nextSequence++;
+    sequences.set(id, sequence);
+    return id;
+  },
+  seqGenerate: (id, options) => requireSequence(id).generate(options),
+  seqAppend: (id, tokens) => requireSequence(id).append(tokens),
+  seqTokens: (id) => requireSequence(id).tokens(),
+  async seqClose(id) {
+    await sequences.get(id)?.close();
+    sequences.delete(id);
+  },
+  sequenceStats: () => requirePolicy().sequenceStats(),
   setAdapter: (adapter) => requirePolicy().setAdapter(adapter),
   async close() {
     for (const batch of batches.values()) await batch.close();
     batches.clear();
+    sequences.clear();
     await policy?.close();
     policy = null;
   },

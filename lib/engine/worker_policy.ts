@@ -23,6 +23,8 @@ import type {
   LogprobOptions,
   Policy,
   PolicyOptions,
+  PolicySequence,
+  SequenceOptions,
 } from "./policy.ts";
 import { deserializeError, type SerializedError } from "./worker_errors.ts";
 
@@ -132,6 +134,21 @@ class WorkerPolicy implements Policy {
       stats: () => call<BatchStats>("batchStats"),
       close: () => call<void>("batchClose"),
     };
+  }
+
+  async openSequence(prompt: readonly number[], options: SequenceOptions): Promise<PolicySequence> {
+    const id = await this.#channel.call<number>("openSequence", prompt, options);
+    const call = <T>(op: string, ...args: unknown[]) => this.#channel.call<T>(op, id, ...args);
+    return {
+      generate: (o) => call<Generation>("seqGenerate", o),
+      append: (tokens) => call<void>("seqAppend", tokens),
+      tokens: () => call<number[]>("seqTokens"),
+      close: () => call<void>("seqClose"),
+    };
+  }
+
+  sequenceStats(): Promise<BatchStats> {
+    return this.#channel.call("sequenceStats");
   }
 
   setAdapter(adapter: string | Adapter | null): Promise<void> {

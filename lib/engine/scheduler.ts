@@ -1,0 +1,362 @@
+/**
+ * `TurnScheduler`: continuous batching over a fixed pool of KV-cache slots, as an inference server does.
+ *
+ * A sequence (an episode's conversation) holds one slot from `open` to `close`; its cached prefix stays in
+ * the slot between turns, so a turn after a tool result costs only the new tokens. Each `generate` is one
+ * turn request. A loop runs while requests are pending; at every iteration it
+ *
+ * 1. admits the requests that arrived since the last step: sequences that are fresh (nothing cached) and
+ *    sit in adjacent slots are prefilled together and sample their first token in that call; a sequence
+ *    continuing after appended tokens caches all but its last pending token in a batch-1 call on its own
+ *    rows (onnxruntime's CPU GroupQueryAttention takes several new tokens with a past only at batch 1);
+ * 2. runs one decode step over the slots `[0, highest live slot]`, feeding each live sequence its last
+ *    token; the other slots ride along, writing into the free position after their cached tokens (which
+ *    their next real token overwrites), and their samples are dropped;
+ * 3. resolves the turns that stopped, then yields to the event loop, so that tool calls finish and new
+ *    requests arrive while the batch keeps decoding.
+ *
+ * An episode waiting on a tool therefore never holds up the others, and a slot freed by a finished
+ * episode goes to the next one waiting in `open`. Requests decoded together must share sampling
+ * parameters (temperature, top-k, top-p are scalars of the graph); a request with other parameters waits
+ * until the running group drains. Sampled tokens depend only on (seed, position) (seeds.ts), so batching
+ * never changes what a sequence samples.
+ *
+ * @module
+ */
+
+import type { InferenceEngine } from "./engine.ts";
+import { checkSampling, type SamplingParams } from "./feeds.ts";
+import { KvCache } from "./kv_cache.ts";
+import { samplingUniform } from "./seeds.ts";
+import { yieldToEventLoop } from "./yield.ts";
+
+/** Options of one generation turn. */
+export interface GenerateOptions {
+  /** Tokens the sequence may sample in this turn. */
+  maxNewTokens: number;
+  /** Default 1; 0 = greedy. */
+  temperature?: number;
+  /** Default 0 (off). */
+  topK?: number;
+  /** Default 1 (off). */
+  topP?: number;
+  /** Sampling one of these ends the turn (the token is kept). */
+  stopTokens?: readonly number[];
+}
+
+/** What one sequence sampled in a turn. */
+export interface Generation {
+  tokens: number[];
+  /** log p of each sampled token under softmax(logits / temperature) (temperature 1 when greedy). */
+  logprobs: number[];
+  finishReason: "stop" | "length";
+}
+
+/** Work counters, for benchmarks and tests. */
+export interface BatchStats {
+  prefillTokens: number;
+  prefillMs: number;
+  decodeSteps: number;
+  decodeTokens: number;
+  decodeMs: number;
+}
+
+interface Turn {
+  options: GenerateOptions;
+  sampling: SamplingParams;
+  key: string;
+  /** Arrival order: the oldest request's sampling parameters run first. */
+  order: number;
+  out: Generation;
+  resolve(g: Generation): void;
+  reject(e: unknown): void;
+}
+
+interface Slot {
+  tokens: number[];
+  /** Tokens whose keys and values are in the cache (a prefix of `tokens`). */
+  cached: number;
+  seed: number;
+  /** Most tokens this sequence may hold (≤ the scheduler's capacity). */
+  capacity: number;
+  turn: Turn | null;
+  /** Whether the current turn's pending tokens are cached up to the last one. */
+  admitted: boolean;
+}
+
+export class TurnScheduler {
+  readonly stats: BatchStats = {
+    prefillTokens: 0,
+    prefillMs: 0,
+    decodeSteps: 0,
+    decodeTokens: 0,
+    decodeMs: 0,
+  };
+  /** Most tokens a sequence may hold. */
+  readonly capacity: number;
+  readonly #engine: InferenceEngine;
+  readonly #cache: KvCache;
+  readonly #slots: (Slot | null)[];
+  readonly #waiting: Array<() => void> = [];
+  #running = false;
+  #arrivals = 0;
+
+  constructor(engine: InferenceEngine, slots: number, capacity: number) {
+    if (!(Number.isInteger(slots) && slots >= 1)) {
+      throw new RangeError(`scheduler: slots = ${slots}; use a positive integer`);
+    }
+    this.#engine = engine;
+    this.capacity = capacity;
+    this.#slots = new Array(slots).fill(null);
+    this.#cache = new KvCache(engine.config, slots, capacity + 1); // +1: the ride-along position
+  }
+
+  get slots(): number {
+    return this.#slots.length;
+  }
+
+  /** Sequences holding a slot. */
+  get open(): number {
+    return this.#slots.filter((s) => s !== null).length;
+  }
+
+  /** Takes a free slot for `prompt` (waiting for one if all are taken); returns the slot index. */
+  async openSequence(prompt: readonly number[], seed: number, capacity = this.capacity): Promise<number> {
+    checkPrompt(prompt, Math.min(capacity, this.capacity));
+    let free = this.#slots.indexOf(null);
+    while (free < 0) {
+      await new Promise<void>((resolve) => this.#waiting.push(resolve));
+      free = this.#slots.indexOf(null);
+    }
+    this.#slots[free] = {
+      tokens: [...prompt],
+      cached: 0,
+      seed,
+      capacity: Math.min(capacity, this.capacity),
+      turn: null,
+      admitted: false,
+    };
+    return free;
+  }
+
+  /** Frees the slot; the next sequence waiting in `openSequence` gets it. */
+  close(slot: number): void {
+    const s = this.#slot(slot);
+    if (s.turn) throw new Error(`scheduler: slot ${slot} closed while its turn is generating`);
+    this.#slots[slot] = null;
+    this.#waiting.shift()?.();
+  }
+
+  /** All tokens of the sequence in `slot`. */
+  tokens(slot: number): number[] {
+    return [...this.#slot(slot).tokens];
+  }
+
+  /** Appends environment tokens (a tool result, a user turn); they are cached at the next turn. */
+  append(slot: number, tokens: readonly number[]): void {
+    const s = this.#slot(slot);
+    if (s.turn) throw new Error(`scheduler: append to slot ${slot} while its turn is generating`);
+    if (s.tokens.length + tokens.length >= s.capacity) {
+      throw new RangeError(
+        `generate: sequence ${slot} would hold ${
+          s.tokens.length + tokens.length
+        } tokens, capacity is ${s.capacity}`,
+      );
+    }
+    s.tokens.push(...tokens);
+  }
+
+  /** Requests one turn for the sequence in `slot`; resolves when it stops. */
+  generate(slot: number, options: GenerateOptions): Promise<Generation> {
+    let s: Slot, sampling: SamplingParams;
+    try {
+      s = this.#slot(slot);
+      if (s.turn) throw new Error(`scheduler: slot ${slot} already has a turn generating`);
+      sampling = samplingOf(options);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    const out: Generation = { tokens: [], logprobs: [], finishReason: "length" };
+    if (options.maxNewTokens <= 0 || s.tokens.length >= s.capacity) return Promise.resolve(out);
+    return new Promise<Generation>((resolve, reject) => {
+      const key = `${sampling.temperature}|${sampling.topK}|${sampling.topP}`;
+      s.turn = { options, sampling, key, order: this.#arrivals++, out, resolve, reject };
+      s.admitted = false;
+      this.#kick();
+    });
+  }
+
+  #kick(): void {
+    if (this.#running) return;
+    this.#running = true;
+    this.#loop().finally(() => (this.#running = false));
+  }
+
+  async #loop(): Promise<void> {
+    // One event-loop turn first, so that requests made together are admitted (and prefilled) together.
+    await yieldToEventLoop();
+    for (;;) {
+      const group = this.#nextGroup();
+      if (group.length === 0) return;
+      try {
+        await this.#admit(group.filter((i) => !this.#slots[i]!.admitted));
+        const live = group.filter((i) => this.#slots[i]?.turn);
+        if (live.length > 0) await this.#decodeStep(live);
+      } catch (error) {
+        for (const i of group) this.#finish(i, error);
+      }
+      await yieldToEventLoop();
+    }
+  }
+
+  /** Slots whose turns share the sampling parameters of the oldest pending turn. */
+  #nextGroup(): number[] {
+    let oldest: Turn | null = null;
+    for (const s of this.#slots) if (s?.turn && (!oldest || s.turn.order < oldest.order)) oldest = s.turn;
+    if (!oldest) return [];
+    const key = oldest.key;
+    return this.#slots.flatMap((s, i) => (s?.turn?.key === key ? [i] : []));
+  }
+
+  /** Brings newly requested sequences' caches up to date: fresh runs prefilled together, others extended. */
+  async #admit(slots: readonly number[]): Promise<void> {
+    const fresh = slots.filter((i) => this.#slots[i]!.cached === 0);
+    for (const i of slots) if (this.#slots[i]!.cached > 0) await this.#extend(i);
+    for (const run of adjacentRuns(fresh)) await this.#prefill(run);
+    for (const i of slots) if (this.#slots[i]) this.#slots[i]!.admitted = true;
+  }
+
+  /** One call over adjacent fresh slots: caches their prompts and samples each one's next token. */
+  async #prefill(run: readonly number[]): Promise<void> {
+    const started = performance.now();
+    const seqs = run.map((i) => this.#slots[i]!);
+    const B = seqs.length;
+    const S = Math.max(...seqs.map((s) => s.tokens.length));
+    const ids = new Array<number>(B * S).fill(0); // [B, S], right-padded
+    seqs.forEach((s, b) => s.tokens.forEach((t, j) => (ids[b * S + j] = t)));
+    const step = await this.#engine.step({
+      ids,
+      batch: B,
+      width: S,
+      seqlens: seqs.map((s) => s.tokens.length - 1),
+      sampleAt: seqs.map((s) => s.tokens.length - 1),
+      uniforms: seqs.map((s) => samplingUniform(s.seed, s.tokens.length)),
+      sampling: seqs[0].turn!.sampling,
+      cache: this.#cache.range(run[0], run[0] + B),
+    });
+    for (const s of seqs) {
+      this.stats.prefillTokens += s.tokens.length;
+      s.cached = s.tokens.length;
+    }
+    this.stats.prefillMs += performance.now() - started;
+    run.forEach((i, b) => this.#accept(i, step.tokens[b], step.logprobs[b]));
+  }
+
+  /** Caches all but the last pending token of the sequence in `slot` (a batch-1 call on its rows). */
+  async #extend(slot: number): Promise<void> {
+    const s = this.#slots[slot]!;
+    const pending = s.tokens.slice(s.cached, -1);
+    if (pending.length === 0) return;
+    const started = performance.now();
+    await this.#engine.step({
+      ids: pending,
+      batch: 1,
+      width: pending.length,
+      seqlens: [s.cached + pending.length - 1],
+      sampleAt: [pending.length - 1],
+      uniforms: [0.5],
+      sampling: { temperature: 0, topK: 0, topP: 1 },
+      cache: this.#cache.range(slot, slot + 1),
+    });
+    s.cached += pending.length;
+    this.stats.prefillTokens += pending.length;
+    this.stats.prefillMs += performance.now() - started;
+  }
+
+  /** Feeds each live sequence its last token, over the slots `[0, highest live]`. */
+  async #decodeStep(live: readonly number[]): Promise<void> {
+    const started = performance.now();
+    const width = Math.max(...live) + 1;
+    const isLive = new Set(live);
+    const rows = this.#slots.slice(0, width);
+    const step = await this.#engine.step({
+      ids: rows.map((s, b) => (isLive.has(b) ? s!.tokens[s!.cached] : 0)),
+      batch: width,
+      width: 1,
+      // Live: write the fed token at `cached`. Others: a scratch write into their free position.
+      seqlens: rows.map((s) => s?.cached ?? 0),
+      sampleAt: rows.map(() => 0),
+      uniforms: rows.map((s) => (s ? samplingUniform(s.seed, s.cached + 1) : 0.5)),
+      sampling: this.#slots[live[0]]!.turn!.sampling,
+      cache: this.#cache.range(0, width),
+    });
+    for (const i of live) this.#slots[i]!.cached += 1;
+    this.stats.decodeSteps += 1;
+    this.stats.decodeTokens += live.length;
+    this.stats.decodeMs += performance.now() - started;
+    for (const i of live) this.#accept(i, step.tokens[i], step.logprobs[i]);
+  }
+
+  /** Records a sampled token; resolves the turn when it stops. */
+  #accept(slot: number, token: number, logprob: number): void {
+    const s = this.#slots[slot]!;
+    const turn = s.turn!;
+    s.tokens.push(token);
+    turn.out.tokens.push(token);
+    turn.out.logprobs.push(logprob);
+    if (turn.options.stopTokens?.includes(token)) {
+      turn.out.finishReason = "stop";
+      this.#finish(slot);
+    } else if (turn.out.tokens.length >= turn.options.maxNewTokens || s.tokens.length >= s.capacity) {
+      this.#finish(slot);
+    }
+  }
+
+  #finish(slot: number, error?: unknown): void {
+    const s = this.#slots[slot];
+    const turn = s?.turn;
+    if (!s || !turn) return;
+    s.turn = null;
+    s.admitted = false;
+    if (error === undefined) turn.resolve(turn.out);
+    else turn.reject(error);
+  }
+
+  #slot(slot: number): Slot {
+    const s = this.#slots[slot];
+    if (!Number.isInteger(slot) || !s) {
+      throw new RangeError(`generate: no open sequence in slot ${slot} of ${this.#slots.length}`);
+    }
+    return s;
+  }
+}
+
+/** Splits sorted-or-not slot indices into runs of adjacent slots. */
+function adjacentRuns(slots: readonly number[]): number[][] {
+  const sorted = [...slots].sort((a, b) => a - b);
+  const runs: number[][] = [];
+  for (const i of sorted) {
+    const last = runs.at(-1);
+    if (last && last.at(-1)! + 1 === i) last.push(i);
+    else runs.push([i]);
+  }
+  return runs;
+}
+
+function checkPrompt(prompt: readonly number[], capacity: number): void {
+  if (prompt.length === 0) throw new RangeError("generate: the prompt is empty; give at least one token");
+  if (prompt.length >= capacity) {
+    throw new RangeError(
+      `generate: the prompt has ${prompt.length} tokens, capacity is ${capacity}; raise the capacity`,
+    );
+  }
+}
+
+export function samplingOf(options: GenerateOptions): SamplingParams {
+  const params = { temperature: options.temperature ?? 1, topK: options.topK ?? 0, topP: options.topP ?? 1 };
+  checkSampling(params);
+  if (!Number.isInteger(options.maxNewTokens) || options.maxNewTokens < 0) {
+    throw new RangeError(`generate: maxNewTokens = ${options.maxNewTokens}; use a non-negative integer`);
+  }
+  return params;
+}
