@@ -55,3 +55,16 @@ export interface Tool {
   /** Returns a plain string (status ok) or a full result. */
   run(args: Record<string, unknown>, ctx: ToolContext): Promise<string | ToolResult>;
 }
+
+/**
+ * A fault of the machine, not of the model's call: a sandbox that cannot start, an interpreter that is
+ * missing. A tool throws it (or a subclass, such as the sandbox's own error) to stop the stage; any
+ * other error a tool throws becomes a `tool_error` result the model sees. Never scored as a model
+ * failure.
+ */
+export class InfrastructureError extends Error {
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.name = "InfrastructureError";
+  }
+}

@@ -68,6 +68,12 @@ const tools = {
     min: 1,
     doc: "tool output longer than this is cut and marked as truncated",
   }),
+  max_concurrency: int({
+    default: 4,
+    min: 1,
+    max: 256,
+    doc: "tool calls running at once across all episodes; more wait their turn",
+  }),
   read_file_root: str({
     default: null,
     nullable: true,
