@@ -1,0 +1,240 @@
+/**
+ * The code sandbox: runs a Python or JavaScript program written by the model (execute_code) or checks a
+ * solution against its tests (the code_exec reward), under bubblewrap, with time, memory, process,
+ * output and file-size limits. What it covers and what it does not: docs/sandbox.md.
+ *
+ * A run returns a result for anything the program does (exit, crash, loop, flood, allocate); it throws
+ * `SandboxUnavailableError` only when the sandbox itself cannot start, an infrastructure fault that
+ * must stop the stage rather than score the model 0.
+ *
+ * @module
+ */
+
+import { type ErrorParts, formatMessage, UserError } from "../errors.ts";
+import { bwrapCommand, findExecutable, type Interpreter, resolveInterpreters } from "./sandbox_command.ts";
+import { type ProcessSpec, runProcess } from "./sandbox_process.ts";
+
+export type SandboxKind = "bwrap" | "none";
+export type Language = "python" | "javascript";
+
+export interface SandboxLimits {
+  /** Wall-clock limit of one run, sandbox start-up included. */
+  timeoutMs: number;
+  /** Address-space (Python) or data-segment (Node, Deno: V8 reserves address space) limit of the program. */
+  memoryBytes: number;
+  /** Bytes kept of stdout and of stderr each; more stops the program (`output_truncated`). */
+  maxOutputBytes: number;
+  /** Largest file the program may write; also the size of each of its tmpfs mounts. */
+  maxFileBytes: number;
+  /** Processes and threads inside one run (bwrap only). */
+  maxProcesses: number;
+}
+
+export const DEFAULT_LIMITS: SandboxLimits = {
+  timeoutMs: 10_000,
+  memoryBytes: 1024 ** 3,
+  maxOutputBytes: 64 * 1024,
+  maxFileBytes: 16 * 1024 ** 2,
+  maxProcesses: 64,
+};
+
+export interface RunRequest {
+  language: Language;
+  code: string;
+  stdin?: string;
+  limits?: Partial<SandboxLimits>;
+  signal?: AbortSignal;
+  /** Extra read-only files beside the program, relative path → content (e.g. a test harness). */
+  files?: Record<string, string>;
+}
+
+export interface RunResult {
+  /** ok: exit 0; error: non-zero exit; timeout / oom / output_truncated as named. */
+  status: "ok" | "error" | "timeout" | "oom" | "output_truncated";
+  exitCode: number | null;
+  stdout: string;
+  stderr: string;
+  ms: number;
+}
+
+export interface Sandbox {
+  readonly kind: SandboxKind;
+  run(req: RunRequest): Promise<RunResult>;
+}
+
+/**
+ * Infrastructure fault: bubblewrap (or prlimit, or an interpreter) missing or unable to start.
+ * Deliberately not a UserError: the stage stops with a stack trace instead of scoring the model.
+ * (Sandbox `none` without `unsafeNoSandbox` is the user's config and throws a UserError instead.)
+ */
+export class SandboxUnavailableError extends Error {
+  constructor(what: string, parts: ErrorParts) {
+    super(formatMessage(what, parts));
+    this.name = "SandboxUnavailableError";
+  }
+}
+
+export interface OpenSandboxOptions {
+  kind: SandboxKind;
+  unsafeNoSandbox: boolean;
+  limits?: Partial<SandboxLimits>;
+  /** Runs at once at most; more wait their turn (default 4). */
+  maxConcurrency?: number;
+  /** JavaScript runtime: node under /usr when present (auto), or the running Deno. */
+  javascript?: "auto" | "deno";
+  /** Where the per-run host directories go (default: the system temp dir). */
+  tempDir?: string;
+}
+
+/** Checks that the sandbox works (bwrap present and able to start; a tiny probe run) before any work. */
+export async function openSandbox(o: OpenSandboxOptions): Promise<Sandbox> {
+  if (o.kind === "none" && !o.unsafeNoSandbox) {
+    throw new UserError("sandbox none", {
+      value: o.kind,
+      why: "running model-written code without a sandbox runs it with your permissions",
+      fix: "install bubblewrap and use sandbox bwrap, or set rollout.tools.unsafe_no_sandbox to true",
+    });
+  }
+  const interpreters = await resolveInterpreters(o.javascript ?? "auto");
+  const prlimit = await requireExecutable("prlimit", "util-linux");
+  const wrap = o.kind === "bwrap" ? await bwrapWrapper() : undefined;
+  const sandbox = new ProcessSandbox(o.kind, interpreters, prlimit, wrap, o);
+  await probe(sandbox, interpreters);
+  return sandbox;
+}
+
+/** What starts a bwrap run: bwrap itself, behind setpriv when we are root (see docs/sandbox.md). */
+interface BwrapWrapper {
+  bwrap: string;
+  setpriv?: string;
+}
+
+async function bwrapWrapper(): Promise<BwrapWrapper> {
+  const bwrap = await requireExecutable("bwrap", "bubblewrap");
+  // Root is exempt from RLIMIT_NPROC; an unprivileged user namespace makes the process limit count.
+  const setpriv = Deno.uid() === 0 ? await requireExecutable("setpriv", "util-linux") : undefined;
+  return { bwrap, setpriv };
+}
+
+async function requireExecutable(name: string, debianPackage: string): Promise<string> {
+  const path = await findExecutable(name);
+  if (path === undefined) {
+    throw new SandboxUnavailableError(`sandbox: ${name}`, {
+      why: `${name} is not installed or not on PATH`,
+      fix: `install it (Debian/Ubuntu: apt-get install ${debianPackage})`,
+    });
+  }
+  return path;
+}
+
+/** A tiny program must run and print; otherwise bwrap cannot start here (no user namespaces...). */
+async function probe(sandbox: Sandbox, interpreters: Map<Language, Interpreter>): Promise<void> {
+  const language: Language = interpreters.has("python") ? "python" : "javascript";
+  const code = language === "python" ? 'print("probe")' : 'console.log("probe")';
+  const result = await sandbox.run({ language, code, limits: { timeoutMs: 30_000 } });
+  if (result.status !== "ok" || result.stdout !== "probe\n") {
+    throw new SandboxUnavailableError(`sandbox ${sandbox.kind}`, {
+      value: `${result.status}: ${result.stderr.trim().slice(0, 300)}`,
+      why: "a probe program did not run inside the sandbox",
+      fix:
+        "check that unprivileged user namespaces are enabled (sysctl kernel.unprivileged_userns_clone=1; " +
+        "on Ubuntu 24.04 also kernel.apparmor_restrict_unprivileged_userns=0); see docs/sandbox.md",
+    });
+  }
+}
+
+class ProcessSandbox implements Sandbox {
+  readonly #slots: Slots;
+
+  constructor(
+    readonly kind: SandboxKind,
+    private readonly interpreters: Map<Language, Interpreter>,
+    private readonly prlimit: string,
+    private readonly wrap: BwrapWrapper | undefined,
+    private readonly options: OpenSandboxOptions,
+  ) {
+    this.#slots = new Slots(options.maxConcurrency ?? 4);
+  }
+
+  run(req: RunRequest): Promise<RunResult> {
+    const limits = { ...DEFAULT_LIMITS, ...this.options.limits, ...req.limits };
+    const interpreter = this.interpreters.get(req.language);
+    if (interpreter === undefined) {
+      throw new SandboxUnavailableError(`sandbox: ${req.language}`, {
+        why: "no interpreter for this language was found (python3 under /usr)",
+        fix: "install python3 (Debian: apt-get install python3)",
+      });
+    }
+    return this.#slots.run(async () => {
+      const { dir, names } = await writeProgram(req, interpreter, this.options.tempDir);
+      try {
+        const spec = this.#spec(interpreter, dir, names, limits);
+        return await runProcess(spec, req.stdin ?? "", limits, req.signal);
+      } finally {
+        await Deno.remove(dir, { recursive: true });
+      }
+    });
+  }
+
+  #spec(interpreter: Interpreter, dir: string, names: string[], limits: SandboxLimits): ProcessSpec {
+    const rlimits = [
+      `--${interpreter.memoryLimit}=${limits.memoryBytes}`,
+      `--fsize=${limits.maxFileBytes}`,
+      "--core=0",
+    ];
+    if (this.wrap === undefined) {
+      // Sandbox none: limits and a process group, nothing else (it runs as you; see docs/sandbox.md).
+      const argv = [this.prlimit, ...rlimits, "--", ...interpreter.argv(`${dir}/${interpreter.file}`)];
+      return { command: "setsid", args: argv, cwd: dir, env: interpreter.env(dir), killGroup: true };
+    }
+    rlimits.push(`--nproc=${limits.maxProcesses}`);
+    const inner = [this.prlimit, ...rlimits, "--", ...interpreter.argv(interpreter.file)];
+    const args = bwrapCommand({ hostDir: dir, names, interpreter, limits, inner });
+    const { bwrap, setpriv } = this.wrap;
+    if (setpriv === undefined) return { command: bwrap, args, killGroup: false, startMarker: true };
+    const drop = ["--reuid=65534", "--regid=65534", "--clear-groups", "--", bwrap];
+    return { command: setpriv, args: [...drop, ...args], killGroup: false, startMarker: true };
+  }
+}
+
+/** A fresh host directory holding the program and its extra files, readable by the sandbox user. */
+async function writeProgram(
+  req: RunRequest,
+  interpreter: Interpreter,
+  tempDir: string | undefined,
+): Promise<{ dir: string; names: string[] }> {
+  const dir = await Deno.makeTempDir({ prefix: "sandbox-", dir: tempDir });
+  await Deno.chmod(dir, 0o755);
+  const files = { ...req.files, [interpreter.file]: req.code };
+  for (const [name, content] of Object.entries(files)) {
+    if (!/^[A-Za-z0-9_][A-Za-z0-9_.-]*$/.test(name)) {
+      await Deno.remove(dir, { recursive: true });
+      throw new RangeError(`sandbox: file name ${JSON.stringify(name)} must be a plain name`);
+    }
+    await Deno.writeTextFile(`${dir}/${name}`, content, { mode: 0o644 });
+  }
+  return { dir, names: Object.keys(files) };
+}
+
+/** At most `limit` runs at once; the others wait in order. */
+class Slots {
+  #free: number;
+  readonly #waiting: (() => void)[] = [];
+
+  constructor(limit: number) {
+    if (!Number.isInteger(limit) || limit < 1) throw new RangeError(`sandbox: maxConcurrency ${limit}`);
+    this.#free = limit;
+  }
+
+  async run<T>(body: () => Promise<T>): Promise<T> {
+    if (this.#free > 0) this.#free--;
+    else await new Promise<void>((resolve) => this.#waiting.push(resolve));
+    try {
+      return await body();
+    } finally {
+      const next = this.#waiting.shift();
+      if (next !== undefined) next();
+      else this.#free++;
+    }
+  }
+}
