@@ -19,7 +19,7 @@
 export { rollout } from "./stages/rollout.ts";
 export { score } from "./stages/score.ts";
 export { mask } from "./stages/mask.ts";
-export { train } from "./stages/train.ts";
+export { train, type TrainOptions, trainOptionsOf, type TrainResult } from "./stages/train.ts";
 export { loop } from "./stages/loop.ts";
 export { evaluate } from "./stages/eval.ts";
 export { NotImplementedError, type StageArgs } from "./lib/stage/cli.ts";

@@ -25,8 +25,10 @@ import type { Policy } from "../lib/engine/policy.ts";
 import { readStageFile } from "../lib/arrow/read.ts";
 import { writeDemonstrationBatch } from "../lib/train/demonstrations.ts";
 import { NotImplementedError, reportFailure } from "../lib/stage/cli.ts";
+import { parseCommandLine } from "../lib/stage/args.ts";
+import { stringify } from "@std/yaml";
 import { rollout } from "./rollout.ts";
-import { train } from "./train.ts";
+import { train, trainOptionsOf } from "./train.ts";
 
 /** The demo's own settings on top of config.yaml (a fast warm start on a tiny model). */
 const DEMO = {
@@ -106,8 +108,7 @@ async function greedyReplies(policy: Policy, tokenizer: ChatTokenizer, prompts: 
   out.forEach((g, i) => console.log(`  ${label} [${i}] ${JSON.stringify(tokenizer.decode(g.tokens))}`));
 }
 
-async function main(): Promise<void> {
-  const { config, hash } = await loadConfig({ overrides: DEMO.overrides });
+async function main(config: Config, hash: string): Promise<void> {
   const modelDir = await ensureModel(config);
   const tokenizer = await loadTokenizer(modelDir);
   const tasks = await loadTasks(config.data);
@@ -145,13 +146,9 @@ async function main(): Promise<void> {
   }
 
   console.log(`train: supervised warm start on ${demos.length} demonstrations (${batchPath}) …`);
-  const result = await train({
-    config,
-    configHash: hash,
-    flags: {},
-    input: batchPath,
-    output: join(dir, "adapter"),
-  });
+  // The demo's own directory: its earlier adapter is replaced on every run.
+  const options = trainOptionsOf(config, hash, join(dir, "adapter"), { overwrite: true });
+  const result = await train(await readStageFile(batchPath, "batch"), options);
   const [first, last] = [result.metrics[0], result.metrics.at(-1)!];
   console.log(
     `train: loss ${first.loss.toFixed(3)} → ${
@@ -188,9 +185,48 @@ async function nextStages(config: Config, configHash: string): Promise<void> {
   }
 }
 
+const HELP = `deno task demo [--config FILE] [--section.key=value ...]
+
+Runs the main job on a tiny random Qwen3 in loop.run_dir (default runs/demo): sampling, a supervised
+warm start through the train stage, the answers' likelihood before and after.
+
+  --config FILE    configuration file (default: the repository's config.yaml)
+  --a.b=VALUE      override one configuration key (after the demo's own settings), e.g.
+                   --data.arithmetic.seed=3 or --train.num_iterations=10
+  --print-config   print the resolved configuration and exit
+  --debug          show stack traces
+  --help           this text
+
+Examples:
+  deno task demo
+  deno task demo --train.num_iterations=10 --rollout.generation.temperature=0.7`;
+
+/** The demo's command line: its configuration (demo settings, then the user's overrides), or null when done. */
+async function configFromArgs(argv: string[]): Promise<{ config: Config; hash: string } | null> {
+  const { values, overrides } = parseCommandLine(argv, {
+    command: "deno task demo",
+    string: ["config"],
+    boolean: ["help", "debug", "print-config"],
+  });
+  if (values.help) {
+    console.log(HELP);
+    return null;
+  }
+  const loaded = await loadConfig({
+    file: values.config as string | undefined,
+    overrides: [...DEMO.overrides, ...overrides],
+  });
+  if (values["print-config"]) {
+    console.log(`# config hash ${loaded.hash}\n${stringify(loaded.config)}`);
+    return null;
+  }
+  return loaded;
+}
+
 if (import.meta.main) {
   try {
-    await main();
+    const loaded = await configFromArgs(Deno.args);
+    if (loaded) await main(loaded.config, loaded.hash);
   } catch (error) {
     Deno.exit(reportFailure("demo", error, Deno.args.includes("--debug")));
   }

@@ -47,7 +47,7 @@ Deno.test("a missing --in path gives one line naming the path, exit 2", async ()
   const r = await runStage("score", ["--in", "/nonexistent/rollouts.arrow", "--out", "/tmp/x.arrow"]);
   assert.equal(r.code, 2);
   assert.equal(lines(r.stderr).length, 1, r.stderr);
-  assert.match(r.stderr, /\/nonexistent\/rollouts\.arrow does not exist/);
+  assert.match(r.stderr, /--in \/nonexistent\/rollouts\.arrow: it does not exist/);
 });
 
 Deno.test("a required flag left out is named, exit 2", async () => {

@@ -9,10 +9,12 @@ import { listFromArrays, readStageFile, writeStageFile } from "../lib/arrow/mod.
 import { loadConfig } from "../lib/config/mod.ts";
 import { UserError } from "../lib/errors.ts";
 import { LocalPolicy } from "../lib/engine/local_policy.ts";
-import { train } from "../stages/train.ts";
+import type { Config } from "../lib/config/schema.ts";
+import { train, trainOptionsOf } from "../stages/train.ts";
 import { makeTinyModel } from "./helpers/tiny_model.ts";
 import { SAMPLE_META, sampleColumns } from "./fixtures/arrow_samples.ts";
 import { mulberry32 } from "./reference/weights.ts";
+import { Progress } from "../lib/stage/progress.ts";
 
 const VOCAB = 512;
 
@@ -42,6 +44,22 @@ async function writeBatch(path: string, model: string, n: number, masked = true)
   await writeStageFile(path, "batch", columns, { ...SAMPLE_META, sampling: { temperature: 1 } });
 }
 
+/** `train` on the batch file at `batch`, as the stage main calls it (progress to a silent sink). */
+async function runTrain(config: Config, hash: string, batch: string, out: string) {
+  const progress = new Progress({ write: () => {}, isTerminal: false });
+  return await train(await readStageFile(batch, "batch"), trainOptionsOf(config, hash, out, { progress }));
+}
+
+/** The overrides `setup` applied, to build a variant of its configuration. */
+function baseOverrides(config: Config): Array<[string, string]> {
+  return [
+    ["model.path", config.model.path],
+    ["train.lora.r", "2"],
+    ["train.optimizer.lr", "0.01"],
+    ["train.num_iterations", "2"],
+  ];
+}
+
 async function setup(overrides: Array<[string, string]> = []) {
   const model = await makeTinyModel({ vocab: VOCAB, tokenizer: false, seed: 3 });
   const dir = await Deno.makeTempDir({ prefix: "train-stage-" });
@@ -62,7 +80,7 @@ async function setup(overrides: Array<[string, string]> = []) {
 Deno.test("train writes a PEFT adapter, optimizer state and metrics.arrow; the adapter changes the policy", async () => {
   const { model, dir, batch, config, hash } = await setup();
   const out = join(dir, "adapter");
-  const result = await train({ config, configHash: hash, flags: {}, input: batch, output: out });
+  const result = await runTrain(config, hash, batch, out);
   for (
     const f of [
       "adapter_config.json",
@@ -106,39 +124,24 @@ Deno.test("train writes a PEFT adapter, optimizer state and metrics.arrow; the a
 Deno.test("train resumes from its checkpoint (step and moments); refuses another base model or LoRA shape", async () => {
   const { dir, batch, config, hash } = await setup();
   const first = join(dir, "a1"), second = join(dir, "a2");
-  await train({ config, configHash: hash, flags: {}, input: batch, output: first });
-  const again = await train({
-    config,
-    configHash: hash,
-    flags: { adapter: first },
-    input: batch,
-    output: second,
-  });
+  await runTrain(config, hash, batch, first);
+  const resumed = await loadConfig({ overrides: [...baseOverrides(config), ["model.adapter", first]] });
+  const again = await runTrain(resumed.config, resumed.hash, batch, second);
   assert.deepEqual(again.metrics.map((m) => m.step), [3, 4]);
   // Same shapes, another config (rope_theta): only the saved base-model identity can tell.
   const otherBase = await makeTinyModel({ vocab: VOCAB, tokenizer: false, seed: 3, ropeTheta: 10000 });
-  const elsewhere = await loadConfig({ overrides: [["model.path", otherBase], ["train.lora.r", "2"]] });
+  const elsewhere = await loadConfig({
+    overrides: [["model.path", otherBase], ["train.lora.r", "2"], ["model.adapter", first]],
+  });
   await assert.rejects(
-    () =>
-      train({
-        config: elsewhere.config,
-        configHash: elsewhere.hash,
-        flags: { adapter: first },
-        input: batch,
-        output: second,
-      }),
+    () => runTrain(elsewhere.config, elsewhere.hash, batch, join(dir, "a3")),
     (e: Error) => e instanceof UserError && /trained on another base model/.test(e.message),
   );
-  const other = await loadConfig({ overrides: [["model.path", config.model.path], ["train.lora.r", "4"]] });
+  const other = await loadConfig({
+    overrides: [["model.path", config.model.path], ["train.lora.r", "4"], ["model.adapter", first]],
+  });
   await assert.rejects(
-    () =>
-      train({
-        config: other.config,
-        configHash: other.hash,
-        flags: { adapter: first },
-        input: batch,
-        output: second,
-      }),
+    () => runTrain(other.config, other.hash, batch, join(dir, "a4")),
     (e: Error) => e instanceof UserError && /r 2 ≠ 4/.test(e.message),
   );
 });
@@ -147,13 +150,30 @@ Deno.test("a batch without masked tokens trains to zero loss and zero gradient, 
   const { dir, model, config, hash } = await setup([["train.optimizer.name", "sgd"]]);
   const batch = join(dir, "empty-mask.arrow");
   await writeBatch(batch, model, 3, false);
-  const result = await train({ config, configHash: hash, flags: {}, input: batch, output: join(dir, "a") });
+  const result = await runTrain(config, hash, batch, join(dir, "a"));
   for (const m of result.metrics) {
     assert.equal(m.loss, 0);
     assert.equal(m.grad_norm, 0);
     assert.equal(m.tokens, 0);
     assert.equal(m.clip_frac, 0);
   }
+});
+
+Deno.test("train reports each step's loss as the step finishes, not at the end", async () => {
+  const { dir, batch, config, hash } = await setup();
+  const seen: Array<{ line: string; at: number }> = [];
+  const progress = new Progress({
+    write: (line) => seen.push({ line, at: performance.now() }),
+    isTerminal: false,
+  });
+  const options = trainOptionsOf(config, hash, join(dir, "progress-adapter"), { progress });
+  const result = await train(await readStageFile(batch, "batch"), options);
+  const steps = seen.filter((s) => /^train: steps \d+\/2 loss /.test(s.line));
+  assert.equal(steps.length, 2, seen.map((s) => s.line).join(""));
+  const gap = steps[1].at - steps[0].at;
+  assert.ok(gap >= 0.5 * result.metrics[1].seconds * 1000, `step lines ${gap.toFixed(0)} ms apart`);
+  assert.ok(seen.some((s) => s.line.startsWith("train: loading the model")));
+  assert.ok(seen.some((s) => s.line.startsWith("train: writing the checkpoint")));
 });
 
 Deno.test("deno task train runs from the command line and prints a line per step", async () => {
@@ -176,8 +196,8 @@ Deno.test("deno task train runs from the command line and prints a line per step
     stderr: "piped",
   });
   const r = await command.output();
-  const stdout = new TextDecoder().decode(r.stdout);
-  assert.equal(r.code, 0, new TextDecoder().decode(r.stderr));
-  assert.match(stdout, /^step 1: loss /m);
+  const [stdout, stderr] = [new TextDecoder().decode(r.stdout), new TextDecoder().decode(r.stderr)];
+  assert.equal(r.code, 0, stderr);
+  assert.match(stderr, /^train: steps 1\/\d+ loss /m);
   assert.match(stdout, /wrote .*cli-adapter \(lora:[0-9a-f]{16}\)/);
 });

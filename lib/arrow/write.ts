@@ -3,18 +3,19 @@
  * serializes it in the Arrow IPC file format (uncompressed), and replaces the file atomically before
  * writing its manifest.
  *
- * Crash safety, in order: (1) the new data goes to a temporary file, synced; (2) the old manifest is
- * removed; (3) the temporary file is renamed over the target; (4) the new manifest is written the same
- * atomic way. A crash before (2) leaves the old file and manifest intact; a crash between (2) and (4)
- * leaves a file without a manifest, which readers refuse with a clear message — never a stale
- * manifest describing other bytes.
+ * Crash safety: the new data and its manifest go to temporary files, synced; then the old pair is
+ * renamed aside, the new pair renamed in (data first, manifest last) and the old pair deleted
+ * (lib/fs/replace.ts). A kill at any point leaves one complete pair, the old one possibly under its
+ * aside name until the next output check renames it back; a data file with a manifest beside it is
+ * never a mismatched pair. Whether `path` may be replaced at all is `checkOutputPath`'s decision.
  *
  * @module
  */
 
 import { type Data, Field, makeData, RecordBatch, Schema, Struct, Table, tableToIPC } from "apache-arrow";
 import { UserError } from "../errors.ts";
-import { removeIfExists, writeBytesAtomic } from "./atomic.ts";
+import { replaceFileWithManifest, replacementTag } from "../fs/replace.ts";
+import { writeBytesAtomic } from "./atomic.ts";
 import { type ColumnInput, toData } from "./build.ts";
 import {
   type ColumnDecl,
@@ -49,15 +50,23 @@ export async function writeStageFile(
   const bytes = tableToIPC(table, "file");
   const sha256 = await sha256Hex(bytes);
   const rows = table.numRows;
-  await writeBytesAtomic(path, bytes, { beforeRename: () => removeIfExists(manifestPath(path)) });
-  await writeManifest(path, {
-    kind,
-    format_version: FORMAT_VERSION,
-    rows,
-    sha256,
-    bytes: bytes.length,
-    written_at: new Date().toISOString(),
-  });
+  const tmp = `${path}.tmp-${replacementTag()}`;
+  try {
+    await writeBytesAtomic(tmp, bytes);
+    await writeManifest(tmp, {
+      kind,
+      format_version: FORMAT_VERSION,
+      rows,
+      sha256,
+      bytes: bytes.length,
+      written_at: new Date().toISOString(),
+    });
+    await replaceFileWithManifest(path, tmp, manifestPath(tmp));
+  } catch (e) {
+    await Deno.remove(tmp).catch(() => {});
+    await Deno.remove(manifestPath(tmp)).catch(() => {});
+    throw e;
+  }
   return { rows, sha256, bytes: bytes.length };
 }
 

@@ -1,26 +1,37 @@
 /**
- * Writing a directory as a unit: its files are written into a temporary sibling, which then replaces
- * the target by rename. A crash while filling leaves the old directory untouched (plus a stray
- * `.tmp-*` sibling). Replacing an existing directory takes two renames (old aside, new in); a crash
- * between them leaves the old content under `<dir>.old-*`, never a mix of old and new files.
+ * Writing a directory as a unit: its files are written into a temporary sibling, the marker file
+ * `.deno-rl-output.json` last (lib/fs/output.ts), and the sibling then replaces the target by renames
+ * (lib/fs/replace.ts: old aside, new in, old deleted). A crash while filling leaves the old directory
+ * untouched (plus a stray `.tmp-*` sibling); a crash during the replacement leaves one complete
+ * directory, the old one under an aside name that the next output check renames back.
+ *
+ * Whether the target may be replaced at all is decided before any work by `checkOutputPath`.
  *
  * @module
  */
 
 import { basename, dirname, join } from "node:path";
 import { UserError } from "../errors.ts";
+import { type OutputDirKind, writeOutputMarker } from "./output.ts";
+import { replaceDir, replacementTag } from "./replace.ts";
+
+export interface DirWriteOptions {
+  /** The kind the marker names (default "dir": a directory output of no declared kind). */
+  kind?: OutputDirKind | "dir";
+}
 
 /** Creates or replaces `dir` with what `fill` writes into the (empty, existing) folder it is given. */
-export async function writeDirAtomic(dir: string, fill: (tmp: string) => Promise<void>): Promise<void> {
-  const tag = `${Deno.pid}-${crypto.randomUUID().slice(0, 8)}`;
-  const tmp = join(dirname(dir), `.${basename(dir)}.tmp-${tag}`);
+export async function writeDirAtomic(
+  dir: string,
+  fill: (tmp: string) => Promise<void>,
+  opts: DirWriteOptions = {},
+): Promise<void> {
+  const tmp = join(dirname(dir), `.${basename(dir)}.tmp-${replacementTag()}`);
   await Deno.mkdir(tmp, { recursive: true });
   try {
     await fill(tmp);
-    const old = join(dirname(dir), `.${basename(dir)}.old-${tag}`);
-    const moved = await renameIfExists(dir, old);
-    await Deno.rename(tmp, dir);
-    if (moved) await Deno.remove(old, { recursive: true });
+    await writeOutputMarker(tmp, opts.kind ?? "dir");
+    await replaceDir(tmp, dir);
   } catch (e) {
     await Deno.remove(tmp, { recursive: true }).catch(() => {});
     throw diskFull(e, dir) ?? e;
@@ -34,14 +45,4 @@ function diskFull(e: unknown, dir: string): UserError | undefined {
     why: "the disk is full; nothing was replaced, the previous content is intact",
     fix: "free disk space and run the stage again",
   });
-}
-
-async function renameIfExists(from: string, to: string): Promise<boolean> {
-  try {
-    await Deno.rename(from, to);
-    return true;
-  } catch (e) {
-    if (e instanceof Deno.errors.NotFound) return false;
-    throw e;
-  }
 }

@@ -1,13 +1,35 @@
 /**
- * The thin `main` shared by every stage script: flags, config, one-line errors, exit codes.
+ * The thin `main` shared by every stage script: flags, config, argument checks, one-line errors, exit
+ * codes. A stage is a pure function plus this wrapper.
  *
- * A stage is a pure function plus this wrapper (STYLE.md 1). Exit codes: 0 done, 2 bad input or a stage
- * that is not implemented yet, 130 interrupted, 1 an unexpected fault (stack trace shown).
+ * For a new stage, declare in its `StageSpec`:
+ * - `input`: the kind of stage file `--in` must be (checked: exists, a file, its manifest names the kind);
+ * - `output`: what `--out` is (`{ kind: "stage-file", fileKind: "scored" }`, `{ kind: "adapter-dir" }`,
+ *   `{ kind: "run-dir" }`, `{ kind: "model-dir" }`, `{ kind: "html" }`); `runStageMain` applies the
+ *   output policy of docs/outputs.md before `run` (refuses `.`, inputs, foreign files; an existing
+ *   output of ours only with `--overwrite`), so `run` may write `args.output` without asking again;
+ * - `usesModel`: `model.path` (and `model.adapter` when set) are checked to be model / adapter dirs;
+ * - `configFlags`: flags that are another name for a config key (`adapter: "model.adapter"`);
+ * - `examples`: command lines shown under "Examples" in `--help` (a test runs each through the config
+ *   loader, so they must use keys that exist).
+ * Every stage also takes `--overwrite`, `--print-config` (print the resolved configuration and exit),
+ * `--debug` and `--help`. Library code that writes outputs itself (the loop's step files) calls
+ * `checkOutputPath` (re-exported here) with the same policy, and reports progress through `progress`.
+ *
+ * Exit codes: 0 done, 2 bad input or a stage that is not implemented yet, 130 interrupted, 1 an
+ * unexpected fault (stack trace shown).
  */
-import { parseArgs } from "@std/cli";
+import { stringify } from "@std/yaml";
 import { UserError } from "../errors.ts";
-import { configHelp, loadConfig } from "../config/load.ts";
+import { configHelp, DEFAULT_CONFIG_FILE, loadConfig } from "../config/load.ts";
 import type { Config } from "../config/schema.ts";
+import type { StageKind } from "../arrow/kinds.ts";
+import { checkOutputPath, type OutputSpec } from "../fs/output.ts";
+import { parseCommandLine } from "./args.ts";
+import { checkAdapterDir, checkInputFile, checkModelDir } from "./check.ts";
+
+export { checkOutputPath, type OutputSpec } from "../fs/output.ts";
+export { progress } from "./progress.ts";
 
 export interface StageArgs {
   /** Resolved, validated configuration (file plus overrides). */
@@ -18,6 +40,8 @@ export interface StageArgs {
   flags: Record<string, string | boolean | undefined>;
   input?: string;
   output?: string;
+  /** `--overwrite`: an existing output of ours may be replaced (already checked by runStageMain). */
+  overwrite?: boolean;
 }
 
 export interface StageSpec {
@@ -25,23 +49,36 @@ export interface StageSpec {
   name: string;
   /** One paragraph: what the stage reads and writes. */
   summary: string;
-  /** Extra flags beyond --in, --out, --config, --help, --debug. */
+  /** Extra flags beyond the common ones. */
   stringFlags?: string[];
   booleanFlags?: string[];
   /** Help lines for the extra flags. */
   flagHelp?: string[];
+  /** Flags that set a config key: `{ adapter: "model.adapter" }` makes `--adapter X` `--model.adapter=X`. */
+  configFlags?: Record<string, string>;
   /** Whether --in and --out are required. */
   needsInput?: boolean;
   needsOutput?: boolean;
+  /** The kind of stage file --in must be. */
+  input?: StageKind;
+  /** What --out is; without it --out is checked only by the common rules for a stage file. */
+  output?: OutputSpec;
+  /** Whether the stage loads the model (`model.path`, `model.adapter` checked before run). */
+  usesModel?: boolean;
+  /** Example command lines for `--help`. */
+  examples?: string[];
   run(args: StageArgs): Promise<void>;
 }
+
+const COMMON_STRING = ["in", "out", "config"];
+const COMMON_BOOLEAN = ["help", "debug", "overwrite", "print-config"];
 
 /** Thrown by a stage whose body a later issue will write: exits 2, writes nothing. */
 export class NotImplementedError extends UserError {
   constructor(stage: string) {
     super(`${stage}: not implemented yet`, {
       why: "this stage's body is built by a later issue; no output was written",
-      fix: "use the stages that exist (see README.md) or wait for the issue that implements it",
+      fix: "use the stages that exist (deno task train, deno task demo) until then",
     });
   }
 }
@@ -56,11 +93,14 @@ export function stageHelp(spec: StageSpec): string {
     "Flags:",
     "  --in FILE        input stage file" + (spec.needsInput ? " (required)" : ""),
     "  --out PATH       output file or directory" + (spec.needsOutput ? " (required)" : ""),
+    "  --overwrite      replace an existing output written earlier by this toolkit (never anything else)",
     "  --config FILE    configuration file (default: the repository's config.yaml)",
-    "  --a.b=VALUE      override one configuration key, e.g. --rollout.temperature=0.7",
+    "  --a.b=VALUE      override one configuration key, e.g. --rollout.generation.temperature=0.7",
+    "  --print-config   print the resolved configuration and exit without reading or writing",
     "  --debug          show stack traces",
     "  --help           this text",
     ...(spec.flagHelp ?? []).map((line) => `  ${line}`),
+    ...(spec.examples?.length ? ["", "Examples:", ...spec.examples.map((e) => `  ${e}`)] : []),
     "",
     "Configuration keys:",
     configHelp(),
@@ -72,17 +112,67 @@ export function stageHelp(spec: StageSpec): string {
 export async function runStageMain(spec: StageSpec, argv: string[] = Deno.args): Promise<never> {
   const debug = argv.includes("--debug");
   try {
-    const parsed = parseFlags(spec, argv);
-    if (parsed.values.help) {
-      console.log(stageHelp(spec));
-      Deno.exit(0);
-    }
-    const args = await resolveArgs(spec, parsed.values, parsed.overrides);
+    const prepared = await prepareStage(spec, argv);
+    if (prepared === "done") Deno.exit(0);
     exitOnInterrupt(spec.name);
-    await spec.run(args);
+    await spec.run(prepared);
     Deno.exit(0);
   } catch (error) {
     Deno.exit(reportFailure(spec.name, error, debug));
+  }
+}
+
+/**
+ * Everything before the work: parses `argv`, answers `--help` and `--print-config` (returns "done"),
+ * loads the configuration and checks every path. Throws a UserError on the first bad argument.
+ */
+export async function prepareStage(spec: StageSpec, argv: string[]): Promise<StageArgs | "done"> {
+  const command = `deno task ${spec.name}`;
+  const { values, overrides } = parseCommandLine(argv, {
+    command,
+    string: [...COMMON_STRING, ...(spec.stringFlags ?? []), ...Object.keys(spec.configFlags ?? {})],
+    boolean: [...COMMON_BOOLEAN, ...(spec.booleanFlags ?? [])],
+  });
+  if (values.help) {
+    console.log(stageHelp(spec));
+    return "done";
+  }
+  for (const [flag, key] of Object.entries(spec.configFlags ?? {})) {
+    if (typeof values[flag] === "string") overrides.push([key, values[flag] as string]);
+  }
+  const configFile = values.config as string | undefined;
+  const { config, hash } = await loadConfig({ file: configFile, overrides });
+  if (values["print-config"]) {
+    console.log(`# config hash ${hash}\n${stringify(config)}`);
+    return "done";
+  }
+  const args: StageArgs = {
+    config,
+    configHash: hash,
+    flags: values,
+    input: values.in as string | undefined,
+    output: values.out as string | undefined,
+    overwrite: values.overwrite === true,
+  };
+  await checkArguments(spec, args, configFile ?? DEFAULT_CONFIG_FILE);
+  return args;
+}
+
+/** Paths exist and have the right kind, the model and adapter look right, the output may be written. */
+async function checkArguments(spec: StageSpec, args: StageArgs, configFile: string): Promise<void> {
+  if (spec.needsInput && !args.input) missingFlag(spec.name, "--in FILE");
+  if (spec.needsOutput && !args.output) missingFlag(spec.name, "--out PATH");
+  if (args.input) await checkInputFile("--in", args.input, spec.input);
+  const { model } = args.config;
+  if (spec.usesModel) {
+    await checkModelDir("model.path", model.path);
+    if (model.adapter) await checkAdapterDir("model.adapter", model.adapter);
+  }
+  if (args.output) {
+    await checkOutputPath(args.output, spec.output ?? { kind: "stage-file", fileKind: "unknown" }, {
+      inputs: [args.input, configFile, spec.usesModel ? model.path : null, model.adapter],
+      overwrite: args.overwrite,
+    });
   }
 }
 
@@ -100,50 +190,11 @@ function exitOnInterrupt(stage: string): void {
   });
 }
 
-function parseFlags(spec: StageSpec, argv: string[]) {
-  try {
-    return parseArgs(argv, {
-      string: ["in", "out", "config", ...(spec.stringFlags ?? [])],
-      boolean: ["help", "debug", ...(spec.booleanFlags ?? [])],
-    });
-  } catch (error) {
-    throw new UserError(`${spec.name}: bad command line`, {
-      why: (error as Error).message.replace(/\.$/, ""),
-      fix: `run 'deno task ${spec.name} --help' for the flags`,
-    });
-  }
-}
-
-async function resolveArgs(
-  spec: StageSpec,
-  values: Record<string, string | boolean | undefined>,
-  overrides: Array<[string, string]>,
-): Promise<StageArgs> {
-  const input = values.in as string | undefined;
-  const output = values.out as string | undefined;
-  if (spec.needsInput && !input) missingFlag(spec.name, "--in FILE");
-  if (spec.needsOutput && !output) missingFlag(spec.name, "--out PATH");
-  if (input) await requireExisting(spec.name, input);
-  const { config, hash } = await loadConfig({ file: values.config as string | undefined, overrides });
-  return { config, configHash: hash, flags: values, input, output };
-}
-
 function missingFlag(stage: string, flag: string): never {
   throw new UserError(`${stage}: ${flag} is required`, {
     why: "the stage has nothing to read or nowhere to write without it",
     fix: `pass ${flag} (see 'deno task ${stage} --help')`,
   });
-}
-
-async function requireExisting(stage: string, path: string): Promise<void> {
-  try {
-    await Deno.stat(path);
-  } catch {
-    throw new UserError(`${stage}: input ${path} does not exist`, {
-      why: "--in must name a file written by the previous stage",
-      fix: "check the path, or run the previous stage first",
-    });
-  }
 }
 
 /** Prints one line for bad input (a stack trace only with --debug) and returns the exit code. */

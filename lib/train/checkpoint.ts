@@ -62,7 +62,7 @@ export async function saveCheckpoint(
     };
     await writeTextAtomic(join(tmp, STATE_FILE), JSON.stringify(state, null, 2));
     await extra?.(tmp);
-  });
+  }, { kind: "adapter-dir" });
 }
 
 async function writeOptimizer(path: string, c: Checkpoint, cfg: Qwen3Config): Promise<void> {

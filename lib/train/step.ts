@@ -43,6 +43,8 @@ export interface StepSettings {
   scalars: LossScalars;
   /** Seed of the micro-batch order. */
   seed: number;
+  /** Called with each optimizer step's metrics as soon as the step finishes (progress lines). */
+  onStep?: (metrics: StepMetrics) => void;
 }
 
 /** One metrics row (metrics.arrow). */
@@ -90,6 +92,7 @@ export async function trainOnBatch(
       seconds: (performance.now() - started) / 1000,
       entropy: sums.maskedTokens > 0 ? sums.entropy / sums.maskedTokens : NaN,
     });
+    s.onStep?.(rows[rows.length - 1]);
   }
   return rows;
 }

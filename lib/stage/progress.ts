@@ -1,0 +1,105 @@
+/**
+ * What a stage is doing, as it goes, on stderr (stdout stays for results):
+ *
+ *   const task = progress.start("train", 30);   // label, optional count
+ *   task.tick(1, "loss 0.6931");                 // n more done, and a note on the latest
+ *   task.done("30 steps in 12.1 s");
+ *   progress.log("wrote runs/x/adapter");        // a line that does not disturb a bar
+ *
+ * On a terminal a task with a count is one redrawn bar (`train [#####-----] 15/30 loss 0.6931`). When
+ * stderr is not a terminal (CI, a log file) every line is plain: one at the start, one per tick that
+ * carries a note (or at most one every `PLAIN_INTERVAL_MS` otherwise), one at the end.
+ *
+ * @module
+ */
+
+const PLAIN_INTERVAL_MS = 2000;
+const BAR_WIDTH = 24;
+
+/** Where progress goes; tests pass their own sink. */
+export interface ProgressSink {
+  write(text: string): void;
+  isTerminal: boolean;
+}
+
+/** One piece of work being reported. */
+export interface ProgressTask {
+  /** Marks `n` more units done; `extra` describes the latest one (a loss, a rate). */
+  tick(n?: number, extra?: string): void;
+  /** Ends the task with a one-line summary. */
+  done(summary?: string): void;
+}
+
+export class Progress {
+  #sink: ProgressSink;
+  #bar: string | null = null;
+
+  constructor(sink: ProgressSink = stderrSink()) {
+    this.#sink = sink;
+  }
+
+  /** Starts a task; `total` (when known) gives a bar and `count/total`. */
+  start(label: string, total?: number): ProgressTask {
+    let count = 0, lastPlain = performance.now();
+    const started = performance.now();
+    const terminal = this.#sink.isTerminal;
+    const counted = () => total === undefined ? `${count}` : `${count}/${total}`;
+    if (terminal && total !== undefined) this.#draw(`${label} ${bar(0, total)} 0/${total}`);
+    else this.log(`${label} …`);
+    return {
+      tick: (n = 1, extra) => {
+        count += n;
+        const note = extra ? ` ${extra}` : "";
+        if (terminal) {
+          this.#draw(`${label} ${total === undefined ? "" : bar(count, total) + " "}${counted()}${note}`);
+        } else if (extra || performance.now() - lastPlain >= PLAIN_INTERVAL_MS || count === total) {
+          lastPlain = performance.now();
+          this.log(`${label} ${counted()}${note}`);
+        }
+      },
+      done: (summary) => {
+        const seconds = ((performance.now() - started) / 1000).toFixed(1);
+        this.#clear();
+        this.log(`${label}: ${summary ?? `done in ${seconds} s`}`);
+      },
+    };
+  }
+
+  /** Prints one line, keeping a bar (if any) below it. */
+  log(line: string): void {
+    const bar = this.#bar;
+    this.#clear();
+    this.#sink.write(`${line}\n`);
+    if (bar !== null) this.#draw(bar);
+  }
+
+  #draw(text: string): void {
+    this.#sink.write(`\r\x1b[2K${text}`);
+    this.#bar = text;
+  }
+
+  #clear(): void {
+    if (this.#bar === null) return;
+    this.#sink.write("\r\x1b[2K");
+    this.#bar = null;
+  }
+}
+
+function bar(count: number, total: number): string {
+  const filled = total > 0 ? Math.min(BAR_WIDTH, Math.round((count / total) * BAR_WIDTH)) : BAR_WIDTH;
+  return `[${"#".repeat(filled)}${"-".repeat(BAR_WIDTH - filled)}]`;
+}
+
+function stderrSink(): ProgressSink {
+  const encoder = new TextEncoder();
+  let isTerminal = false;
+  try {
+    isTerminal = Deno.stderr.isTerminal();
+  } catch {
+    // no terminal information: plain lines
+  }
+  return { write: (text) => Deno.stderr.writeSync(encoder.encode(text)), isTerminal };
+}
+
+/** The process-wide progress reporter (stderr). */
+export const progress: Progress = new Progress();
