@@ -11,6 +11,7 @@
  */
 
 import { type ErrorParts, formatMessage, UserError } from "../errors.ts";
+import { InfrastructureError } from "./types.ts";
 import { bwrapCommand, findExecutable, type Interpreter, resolveInterpreters } from "./sandbox_command.ts";
 import { type ProcessSpec, runProcess } from "./sandbox_process.ts";
 
@@ -64,10 +65,10 @@ export interface Sandbox {
 
 /**
  * Infrastructure fault: bubblewrap (or prlimit, or an interpreter) missing or unable to start.
- * Deliberately not a UserError: the stage stops with a stack trace instead of scoring the model.
+ * An InfrastructureError, not a UserError: it stops the stage instead of scoring the model.
  * (Sandbox `none` without `unsafeNoSandbox` is the user's config and throws a UserError instead.)
  */
-export class SandboxUnavailableError extends Error {
+export class SandboxUnavailableError extends InfrastructureError {
   constructor(what: string, parts: ErrorParts) {
     super(formatMessage(what, parts));
     this.name = "SandboxUnavailableError";
