@@ -34,6 +34,63 @@ Deno.test("AdamW: two bias-corrected steps with decoupled weight decay, as torch
   assert.equal(state.step, 2);
 });
 
+/**
+ * torch.optim.AdamW's update (torch/optim/adamw.py, single-tensor path, amsgrad off), in float64:
+ *   p ← p · (1 − lr · wd)                       decoupled weight decay, before the Adam step
+ *   m ← β1 · m + (1 − β1) · g
+ *   v ← β2 · v + (1 − β2) · g²
+ *   p ← p − (lr / (1 − β1^t)) · m / (√v / √(1 − β2^t) + ε)    ε outside the square root
+ */
+function torchAdamW(
+  p: Float64Array,
+  g: ArrayLike<number>,
+  m: Float64Array,
+  v: Float64Array,
+  t: number,
+  lr: number,
+  [b1, b2]: number[],
+  eps: number,
+  wd: number,
+): void {
+  const bias1 = 1 - b1 ** t, bias2 = 1 - b2 ** t;
+  for (let i = 0; i < p.length; i++) {
+    p[i] *= 1 - lr * wd;
+    m[i] = b1 * m[i] + (1 - b1) * g[i];
+    v[i] = b2 * v[i] + (1 - b2) * g[i] * g[i];
+    const denom = Math.sqrt(v[i]) / Math.sqrt(bias2) + eps;
+    p[i] -= (lr / bias1) * (m[i] / denom);
+  }
+}
+
+Deno.test("AdamW matches torch's formula over five steps on three tensors, with weight decay and a zero gradient", () => {
+  const config = { name: "adamw" as const, betas: [0.8, 0.95], eps: 1e-3, weight_decay: 0.3 };
+  const shapes: Record<string, number> = { a: 6, b: 4, c: 3 };
+  let seed = 7;
+  const rand = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31) * 2 - 1;
+  const params = new Map(Object.entries(shapes).map(([k, n]) => [k, Float32Array.from({ length: n }, rand)]));
+  const ref = new Map(
+    [...params].map((
+      [k, p],
+    ) => [k, { p: Float64Array.from(p), m: new Float64Array(p.length), v: new Float64Array(p.length) }]),
+  );
+  const state = initOptimizerState("adamw", params);
+  const lrs = [0.05, 0.05, 0.02, 0.1, 0.01];
+  lrs.forEach((lr, step) => {
+    // Step 3 has an all-zero gradient: the moments decay and the parameters still move (as in torch).
+    const grads = new Map(
+      [...params].map(([k, p]) => [k, Float32Array.from(p, () => (step === 2 ? 0 : rand()))]),
+    );
+    optimizerStep(params, grads, state, config, lr);
+    for (const [k, r] of ref) {
+      torchAdamW(r.p, grads.get(k)!, r.m, r.v, step + 1, lr, config.betas, config.eps, config.weight_decay);
+      params.get(k)!.forEach((x, i) => close(x, r.p[i], 2e-6));
+      state.m.get(k)!.forEach((x, i) => close(x, r.m[i], 1e-6));
+      state.v.get(k)!.forEach((x, i) => close(x, r.v[i], 1e-6));
+    }
+  });
+  assert.equal(state.step, 5);
+});
+
 Deno.test("SGD subtracts lr · (g + wd · p); clipping scales to the max norm and reports the norm before", () => {
   const params = new Map([["w", Float32Array.from([1, 2])]]);
   const sgd = { name: "sgd" as const, betas: [0.9, 0.999], eps: 1e-8, weight_decay: 0.5 };

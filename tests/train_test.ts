@@ -14,7 +14,7 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { openModelDir } from "../lib/model/model_dir.ts";
-import { type Adapter, type LoraSpec, loraTensorSpecs } from "../lib/model/lora.ts";
+import { type Adapter, initLoraWeights, type LoraSpec, loraTensorSpecs } from "../lib/model/lora.ts";
 import { LocalPolicy } from "../lib/engine/local_policy.ts";
 import { writePeftAdapter } from "../lib/model/peft.ts";
 import {
@@ -264,26 +264,42 @@ Deno.test("micro-batched accumulation equals one pass over the whole batch", asy
   }
 });
 
-Deno.test("after one AdamW step every LoRA tensor has changed; the saved adapter reloads to the same log-probs", async () => {
+Deno.test("AdamW without weight decay changes every LoRA tensor (A only once B ≠ 0); the saved adapter reloads to the same log-probs", async () => {
   const { dir, model, ref: base } = await smallModel();
-  const adapter = randomAdapter(model.config, SPEC, 24, 0.2);
+  // A fresh PEFT adapter (B = 0): on the first step A's gradient is exactly 0 (it reaches the loss only
+  // through B), so A must stay put; on the second B ≠ 0 and every tensor must move. Weight decay is
+  // off so that a zero gradient leaves a tensor unchanged and this test fails on one.
+  const adapter: Adapter = { spec: SPEC, weights: initLoraWeights(model.config, SPEC, 24) };
   const trainer = await Trainer.create(model, { lora: SPEC, objective: "grpo", withReference: true });
   try {
     const s = settings("token_mean", 0.05);
     const eps = episodes(new Qwen3Reference(base.config, base.weights), [12, 9], 6, s.scalars.temperature);
-    const before = new Map([...adapter.weights].map(([k, v]) => [k, v.slice()]));
-    const optimizer = { name: "adamw" as const, betas: [0.9, 0.999], eps: 1e-8, weight_decay: 0.01 };
-    const [m] = await trainOnBatch(
-      trainer,
-      eps,
-      adapter.weights,
-      initOptimizerState("adamw", adapter.weights),
-      stepSettings(s, { optimizer, lr: 1e-3, maxGradNorm: 1 }),
-    );
-    assert.ok(m.kl > 0, "a KL term is reported");
-    for (const [k, after] of adapter.weights) {
+    const optimizer = { name: "adamw" as const, betas: [0.9, 0.999], eps: 1e-8, weight_decay: 0 };
+    const state = initOptimizerState("adamw", adapter.weights);
+    const step = () =>
+      trainOnBatch(
+        trainer,
+        eps,
+        adapter.weights,
+        state,
+        stepSettings(s, { optimizer, lr: 1e-3, maxGradNorm: 1 }),
+      );
+    const snapshot = () => new Map([...adapter.weights].map(([k, v]) => [k, v.slice()]));
+    const changed = (before: Map<string, Float32Array>, k: string) => {
       const b = before.get(k)!;
-      assert.ok(after.some((v, i) => v !== b[i]), `${k} changed`);
+      return adapter.weights.get(k)!.filter((v, i) => v !== b[i]).length / b.length;
+    };
+    const start = snapshot();
+    await step();
+    for (const k of adapter.weights.keys()) {
+      if (k.includes("lora_A")) assert.equal(changed(start, k), 0, `${k} has no gradient while B = 0`);
+      else assert.ok(changed(start, k) > 0.9, `${k} changed in ${changed(start, k)} of its entries`);
+    }
+    const afterFirst = snapshot();
+    const [m] = await step();
+    assert.ok(m.kl > 0, "a KL term is reported once the adapter has moved");
+    for (const k of adapter.weights.keys()) {
+      assert.ok(changed(afterFirst, k) > 0.9, `${k} changed in ${changed(afterFirst, k)} of its entries`);
     }
     const out = join(await Deno.makeTempDir(), "adapter");
     await writePeftAdapter(out, adapter, model.config, dir);
