@@ -1,0 +1,84 @@
+/**
+ * The environment of `rollout.environment.kind`, made once per rollout and then once per episode.
+ *
+ * @module
+ */
+
+import { resolve } from "node:path";
+import { pathToFileURL } from "node:url";
+import type { Config } from "../config/schema.ts";
+import type { Task } from "../data/task.ts";
+import { UserError } from "../errors.ts";
+import type { Tool } from "../tools/types.ts";
+import type { CustomEnvironmentFactory, EnvironmentFactory } from "./environment.ts";
+import type { Limiter } from "./limiter.ts";
+import { ScriptedEnvironment } from "./scripted_env.ts";
+import { ToolEnvironment, type ToolEnvOptions } from "./tool_env.ts";
+
+/** What the environments need from the config. */
+export type EnvironmentConfig = Pick<Config, "rollout"> & { data: Pick<Config["data"], "system_prompt"> };
+
+/** The per-episode environment maker for `config.rollout.environment`. */
+export async function environmentFactory(
+  config: EnvironmentConfig,
+  tools: ReadonlyMap<string, Tool>,
+  limiter: Limiter,
+): Promise<EnvironmentFactory> {
+  const { tools: t, environment: e } = config.rollout;
+  const toolOptions: ToolEnvOptions = {
+    tools,
+    limiter,
+    systemPrompt: config.data.system_prompt,
+    maxCallsPerTurn: t.max_calls_per_turn,
+    maxCallsPerEpisode: t.max_calls_per_episode,
+    timeoutMs: t.timeout_s * 1000,
+    maxOutputChars: t.max_output_chars,
+    stopOnFinalAnswer: e.stop_on_final_answer,
+    continuePrompt: e.continue_prompt,
+  };
+  const toolEnv = (task: Task) => new ToolEnvironment(task, toolOptions);
+  switch (e.kind) {
+    case "tools":
+      return toolEnv;
+    case "scripted":
+      return (task) =>
+        new ScriptedEnvironment(task, { tools: toolEnv(task), continuePrompt: e.continue_prompt });
+    case "module": {
+      const create = await loadEnvironmentModule(e.module);
+      const context = (task: Task) => ({
+        systemPrompt: config.data.system_prompt,
+        tools: toolEnv(task),
+        maxTurns: e.max_turns,
+      });
+      return (task) => create(task, context(task));
+    }
+  }
+}
+
+/** Imports a custom environment module and returns its factory. */
+async function loadEnvironmentModule(path: string | null): Promise<CustomEnvironmentFactory> {
+  if (!path) {
+    throw new UserError("rollout.environment.module", {
+      value: path,
+      why: "rollout.environment.kind is module, which needs the module to load",
+      fix: "set rollout.environment.module to a .ts file (see examples/custom_environment.ts)",
+    });
+  }
+  let mod: Record<string, unknown>;
+  try {
+    mod = await import(pathToFileURL(resolve(path)).href);
+  } catch (error) {
+    throw new UserError(`rollout.environment.module ${path}`, {
+      why: `it could not be imported: ${(error as Error).message.split("\n")[0]}`,
+      fix: "check the path and that the module type-checks (deno check FILE)",
+    });
+  }
+  const create = mod.createEnvironment ?? mod.default;
+  if (typeof create !== "function") {
+    throw new UserError(`rollout.environment.module ${path}`, {
+      why: "it exports neither createEnvironment nor a default function",
+      fix: "export function createEnvironment(task, context) returning { reset, step }",
+    });
+  }
+  return create as CustomEnvironmentFactory;
+}

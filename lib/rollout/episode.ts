@@ -1,0 +1,127 @@
+/**
+ * One episode, token in, token out (docs/rollouts.md):
+ *
+ * 1. the prompt is rendered once by the model's chat template (`tools`, `enable_thinking`);
+ * 2. each assistant turn is sampled until `<|im_end|>` or `max_new_tokens`, its tokens and log-probs
+ *    kept exactly as sampled (text is decoded only for the environment and for `messages`);
+ * 3. what the environment answers is appended as the template's own pieces: tool results as a **user**
+ *    turn of `<tool_response>` blocks, or a user message, each followed by the next assistant header;
+ * 4. earlier `<think>` blocks stay in the sequence (Qwen3's template would drop them when re-rendering:
+ *    we never re-render, so the tokens are the true trajectory).
+ *
+ * The episode ends when the environment says so, at `max_turns`, or when the next turn would not fit
+ * `max_total_tokens` (`truncated`). Episodes are independent async tasks: each asks the policy for its
+ * own turns (`openSequence`), and the policy batches whatever turns are pending.
+ *
+ * @module
+ */
+
+import type { ChatMessage, ChatTokenizer, ToolSpec } from "../model/chat.ts";
+import type { Policy } from "../engine/policy.ts";
+import type { ToolCallRecord } from "./dispatch.ts";
+import { episodeStatus } from "./dispatch.ts";
+import type { Environment, EnvMessage, EnvStep } from "./environment.ts";
+import { Trajectory } from "./trajectory.ts";
+
+/** How episodes are sampled (from `rollout.generation` and `rollout.environment`). */
+export interface EpisodeOptions {
+  maxNewTokens: number;
+  maxTotalTokens: number;
+  maxTurns: number;
+  temperature: number;
+  topK: number;
+  topP: number;
+  enableThinking: boolean;
+  /** Offered to the model in the prompt (empty: none). */
+  toolSpecs: ToolSpec[];
+}
+
+/** Everything a rollouts.arrow row holds about one episode, before the ids the driver adds. */
+export interface EpisodeResult {
+  promptMessages: ChatMessage[];
+  messages: ChatMessage[];
+  tokens: number[];
+  promptLen: number;
+  sampled: number[];
+  logprobs: number[];
+  turnIdx: number[];
+  toolCalls: ToolCallRecord[];
+  numTurns: number;
+  finishReason: string;
+  status: string;
+}
+
+/** Runs one episode of `env` on `policy`, sampling with `seed`. */
+export async function runEpisode(
+  policy: Policy,
+  tokenizer: ChatTokenizer,
+  env: Environment,
+  seed: number,
+  o: EpisodeOptions,
+): Promise<EpisodeResult> {
+  const promptMessages = await env.reset();
+  const prompt = tokenizer.renderChatTokens(promptMessages, {
+    tools: o.toolSpecs,
+    enableThinking: o.enableThinking,
+    addGenerationPrompt: true,
+  });
+  const trajectory = new Trajectory(prompt, promptMessages);
+  if (prompt.length + 1 >= o.maxTotalTokens) return trajectory.finish("truncated", []);
+  const sequence = await policy.openSequence(prompt, { seed, capacity: o.maxTotalTokens });
+  const toolCalls: ToolCallRecord[] = [];
+  try {
+    for (let turn = 1;; turn++) {
+      const room = o.maxTotalTokens - trajectory.length;
+      const g = await sequence.generate({
+        maxNewTokens: Math.min(o.maxNewTokens, room),
+        temperature: o.temperature,
+        topK: o.topK,
+        topP: o.topP,
+        stopTokens: [tokenizer.eosTokenId],
+      });
+      const stopped = g.finishReason === "stop";
+      const body = stopped ? g.tokens.slice(0, -1) : g.tokens;
+      const text = tokenizer.decode(body);
+      trajectory.addTurn(turn, g.tokens, g.logprobs);
+      if (!stopped && room <= o.maxNewTokens) return finish(trajectory, "truncated", toolCalls, text);
+      const step = await env.step({ turn, text, finishReason: stopped ? "stop" : "length" });
+      toolCalls.push(...(step.toolCalls ?? []));
+      trajectory.addAssistantMessage(text, step.assistantToolCalls);
+      if (step.done) return finish(trajectory, step.reason ?? "env_done", toolCalls);
+      if (turn >= o.maxTurns) return finish(trajectory, "max_turns", toolCalls);
+      const appended = renderAnswer(tokenizer, step, o.enableThinking);
+      // The next turn needs room for at least one sampled token.
+      if (trajectory.length + appended.length + 1 > o.maxTotalTokens) {
+        return finish(trajectory, "truncated", toolCalls);
+      }
+      await sequence.append(appended);
+      trajectory.addEnvironment(turn, appended, step.messages);
+    }
+  } finally {
+    await sequence.close();
+  }
+}
+
+function finish(t: Trajectory, reason: string, calls: ToolCallRecord[], lastText?: string): EpisodeResult {
+  if (lastText !== undefined) t.addAssistantMessage(lastText);
+  return t.finish(reason, calls, episodeStatus(calls, reason));
+}
+
+/**
+ * The tokens the template renders for the environment's answer, through the next assistant header:
+ * all tool results of a turn as one user turn of `<tool_response>` blocks, or one user message.
+ */
+export function renderAnswer(tokenizer: ChatTokenizer, step: EnvStep, enableThinking: boolean): number[] {
+  const pieces = { includeTurnEnd: false, enableThinking };
+  const tools = step.messages.filter((m): m is EnvMessage & { role: "tool" } => m.role === "tool");
+  if (tools.length === step.messages.length && tools.length > 0) {
+    return tokenizer.toolResultTokens(tools.map((m) => m.content), pieces);
+  }
+  if (step.messages.length === 1 && step.messages[0].role === "user") {
+    return tokenizer.userTurnTokens(step.messages[0].content, pieces);
+  }
+  throw new Error(
+    `environment answered with ${step.messages.map((m) => m.role).join(", ") || "no messages"}: ` +
+      "answer a turn with its tool results or with one user message (or done: true)",
+  );
+}
