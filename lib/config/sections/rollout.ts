@@ -1,5 +1,5 @@
 /** Schema of the `rollout` section: generation, tools, environment (see schema.ts). */
-import { bool, choice, float, int, str, subset } from "../fields.ts";
+import { bool, choice, float, int, listOf, str, subset } from "../fields.ts";
 import { MAX_CONTEXT } from "./run.ts";
 
 export const TOOL_NAMES = ["calculator", "execute_code", "read_file"] as const;
@@ -44,6 +44,11 @@ const tools = {
     default: ["calculator"],
     doc: "tools offered to the model (rendered into the prompt by the chat template)",
   }),
+  modules: listOf<string>({
+    item: { kind: "string" },
+    default: [],
+    doc: "TypeScript modules exporting user tools (`tools: Tool[]`), offered beside the enabled built-ins",
+  }),
   max_calls_per_episode: int({
     default: 16,
     min: 1,
@@ -77,7 +82,7 @@ const tools = {
   read_file_root: str({
     default: null,
     nullable: true,
-    doc: "directory read_file may read below; required when read_file is enabled",
+    doc: "directory read_file may read below (a task's meta.files_dir under it, or meta.files in memory)",
   }),
   sandbox: choice({
     choices: SANDBOXES,
