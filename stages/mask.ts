@@ -1,23 +1,48 @@
 /**
- * `deno task mask`: Adds loss_mask and per-token advantages (GRPO, Dr. GRPO, RLOO, MT-GRPO) to scored.arrow, writing batch.arrow.
+ * `deno task mask`: adds loss_mask and per-token advantages (GRPO, Dr. GRPO, RLOO, MT-GRPO) to
+ * scored.arrow, writing batch.arrow.
  *
- * The stage is a pure function (`mask`, exported from mod.ts for notebooks) plus a thin `main`.
- * Its body is built by a later issue; until then it exits 2 and writes nothing.
+ * The stage is a pure function (`mask`, exported from mod.ts for notebooks and the loop) plus a thin
+ * `main` that reads, calls, writes and prints a one-line summary. Estimators: lib/advantages/,
+ * docs/advantages.md; loss masks: lib/mask/.
+ *
+ * @module
  */
-import { NotImplementedError, runStageMain, type StageArgs } from "../lib/stage/cli.ts";
 
-/** Adds loss_mask and per-token advantages (GRPO, Dr. GRPO, RLOO, MT-GRPO) to scored.arrow, writing batch.arrow. */
-export function mask(_args: StageArgs): Promise<void> {
-  return Promise.reject(new NotImplementedError("mask"));
+import type { Table } from "apache-arrow";
+import { readStageFile } from "../lib/arrow/read.ts";
+import type { StageFile } from "../lib/arrow/stage_file.ts";
+import { runStageMain, type StageArgs } from "../lib/stage/cli.ts";
+import { maskColumns, type MaskOptions, type MaskSummary, maskSummaryLine } from "../lib/mask/mask_table.ts";
+import { asStageFile, outputTable, writeTable } from "../lib/score/stage_io.ts";
+
+export type { MaskOptions, MaskSummary };
+
+/** Masks and advantages for a scored table: the batch table (input columns + its own) and a summary. */
+export function mask(
+  scored: Table | StageFile,
+  options: MaskOptions & { configHash?: string },
+): { table: Table; summary: MaskSummary } {
+  const input = asStageFile(scored, "scored");
+  const { columns, summary } = maskColumns(input, options);
+  const table = outputTable(input, "batch", columns, { config_hash: options.configHash ?? "" });
+  return { table, summary };
+}
+
+async function main(args: StageArgs): Promise<void> {
+  const scored = await readStageFile(args.input!, "scored");
+  const { table, summary } = mask(scored, { config: args.config.mask, configHash: args.configHash });
+  await writeTable(args.output!, "batch", table);
+  console.log(maskSummaryLine(summary));
 }
 
 if (import.meta.main) {
   await runStageMain({
     name: "mask",
-    summary:
-      "Adds loss_mask and per-token advantages (GRPO, Dr. GRPO, RLOO, MT-GRPO) to scored.arrow, writing batch.arrow.",
+    summary: "Adds loss_mask and per-token advantages (GRPO, Dr. GRPO, RLOO, MT-GRPO) to scored.arrow, " +
+      "writing batch.arrow.",
     needsInput: true,
     needsOutput: true,
-    run: mask,
+    run: main,
   });
 }

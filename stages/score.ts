@@ -1,23 +1,57 @@
 /**
- * `deno task score`: Adds rewards (reward, reward_<name>, turn_rewards, correct) to rollouts.arrow, writing scored.arrow.
+ * `deno task score`: adds rewards (reward, reward_<name>, status_<name>, turn_rewards, turn_reward,
+ * correct) to rollouts.arrow, writing scored.arrow.
  *
- * The stage is a pure function (`score`, exported from mod.ts for notebooks) plus a thin `main`.
- * Its body is built by a later issue; until then it exits 2 and writes nothing.
+ * The stage is a pure function (`score`, exported from mod.ts for notebooks and the loop) plus a thin
+ * `main` that reads, calls, writes and prints a one-line summary. Rewards: lib/score/, docs/rewards.md.
+ *
+ * @module
  */
-import { NotImplementedError, runStageMain, type StageArgs } from "../lib/stage/cli.ts";
 
-/** Adds rewards (reward, reward_<name>, turn_rewards, correct) to rollouts.arrow, writing scored.arrow. */
-export function score(_args: StageArgs): Promise<void> {
-  return Promise.reject(new NotImplementedError("score"));
+import type { Table } from "apache-arrow";
+import { readStageFile } from "../lib/arrow/read.ts";
+import type { StageFile } from "../lib/arrow/stage_file.ts";
+import { runStageMain, type StageArgs } from "../lib/stage/cli.ts";
+import {
+  scoreColumns,
+  type ScoreOptions,
+  type ScoreSummary,
+  scoreSummaryLine,
+} from "../lib/score/score_table.ts";
+import { asStageFile, outputTable, writeTable } from "../lib/score/stage_io.ts";
+
+export type { ScoreOptions, ScoreSummary };
+
+/** Scores a rollouts table: the scored table (input columns + rewards) and a summary. */
+export async function score(
+  rollouts: Table | StageFile,
+  options: ScoreOptions & { configHash?: string },
+): Promise<{ table: Table; summary: ScoreSummary }> {
+  const input = asStageFile(rollouts, "rollouts");
+  const { columns, summary } = await scoreColumns(input, options);
+  const table = outputTable(input, "scored", columns, { config_hash: options.configHash ?? "" });
+  return { table, summary };
+}
+
+async function main(args: StageArgs): Promise<void> {
+  const rollouts = await readStageFile(args.input!, "rollouts");
+  const { tools } = args.config.rollout;
+  const { table, summary } = await score(rollouts, {
+    config: args.config.score,
+    sandbox: { kind: tools.sandbox, unsafeNoSandbox: tools.unsafe_no_sandbox },
+    configHash: args.configHash,
+  });
+  await writeTable(args.output!, "scored", table);
+  console.log(scoreSummaryLine(summary));
 }
 
 if (import.meta.main) {
   await runStageMain({
     name: "score",
-    summary:
-      "Adds rewards (reward, reward_<name>, turn_rewards, correct) to rollouts.arrow, writing scored.arrow.",
+    summary: "Adds rewards (reward, reward_<name>, status_<name>, turn_rewards, turn_reward, correct) " +
+      "to rollouts.arrow, writing scored.arrow.",
     needsInput: true,
     needsOutput: true,
-    run: score,
+    run: main,
   });
 }

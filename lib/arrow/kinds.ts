@@ -164,7 +164,24 @@ const SCORED: KindDecl = {
     sc("turn_rewards", t.list(t.float32()), "per assistant turn reward (MT-GRPO), empty when unused"),
     sc("correct", t.bool(), "whether the final answer is correct"),
   ],
-  patterns: [rewardPattern("score")],
+  patterns: [
+    rewardPattern("score"),
+    {
+      pattern: new RegExp(`^status_${SNAKE}$`),
+      shape: "status_<name>",
+      type: t.utf8(),
+      stage: "score",
+      doc: "why reward_<name> scored as it did (e.g. correct, wrong, no_answer, timeout)",
+    },
+    {
+      // A pattern rather than a declared column so files written before it existed stay readable.
+      pattern: /^turn_reward$/,
+      shape: "turn_reward",
+      type: t.float32(),
+      stage: "score",
+      doc: "episode-level turn reward from the tool calls' statuses (mt_grpo's turn reward)",
+    },
+  ],
   requiredMetadata: ["config_hash", "input_hashes"],
 };
 

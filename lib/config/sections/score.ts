@@ -1,9 +1,11 @@
-/** Schema of the `score` (rewards) and `mask` (advantages) sections (see schema.ts). */
-import { bool, choice, float, weights } from "../fields.ts";
+/** Schema of the `score` (rewards) and `mask` (advantages, loss masks) sections (see schema.ts). */
+import { bool, choice, float, int, listOf, weights } from "../fields.ts";
 export const REWARD_NAMES = ["gsm8k", "code_exec", "exact_match", "format", "tool_use"] as const;
-export const ESTIMATORS = ["grpo", "dr_grpo", "rloo", "mt_grpo", "gae"] as const;
+export const ESTIMATORS = ["grpo", "dr_grpo", "rloo", "mt_grpo", "mt_grpo_turns", "gae"] as const;
 /** Estimators that compare samples within a group and so need at least two per task. */
-export const GROUP_ESTIMATORS: readonly string[] = ["grpo", "dr_grpo", "rloo", "mt_grpo"];
+export const GROUP_ESTIMATORS: readonly string[] = ["grpo", "dr_grpo", "rloo", "mt_grpo", "mt_grpo_turns"];
+export const REWARD_SCALES = ["group", "batch", "none"] as const;
+export const LOSS_MASK_SOURCES = ["sampled", "roles"] as const;
 
 export const score = {
   rewards: weights({
@@ -12,6 +14,17 @@ export const score = {
     minEntries: 1,
     doc: "reward components and their weights; reward = sum of weight x component",
   }),
+  modules: listOf<string>({
+    default: [],
+    item: { kind: "string" },
+    unique: true,
+    doc: "custom reward modules by path, each default-exporting a reward (see examples/custom_reward.ts)",
+  }),
+  module_weights: listOf<number>({
+    default: [],
+    item: { kind: "float" },
+    doc: "weight of each module in score.modules, same order and length",
+  }),
   code_timeout_s: float({
     default: 10,
     min: 0,
@@ -19,16 +32,30 @@ export const score = {
     max: 3600,
     doc: "wall-clock limit for running a solution's tests (code_exec), in seconds",
   }),
+  code_concurrency: int({
+    default: 2,
+    min: 1,
+    max: 64,
+    doc: "code_exec solutions run at the same time",
+  }),
   turn_reward: {
     tool_success: float({
       default: 1.0,
-      doc: "turn reward when all of the turn's tool calls ran without error (mt_grpo)",
+      doc: "turn reward when all of the turn's tool calls ran without error (turn_rewards)",
     }),
     tool_error: float({
       default: 0.0,
-      doc: "turn reward when a tool call failed or could not be parsed (mt_grpo)",
+      doc: "turn reward when a tool call failed or could not be parsed (turn_rewards)",
     }),
-    no_tool: float({ default: 0.0, doc: "turn reward for a turn without tool calls (mt_grpo)" }),
+    no_tool: float({ default: 0.0, doc: "turn reward for a turn without tool calls (turn_rewards)" }),
+    success_rate: float({
+      default: 0.3,
+      doc: "episode turn reward (mt_grpo): weight of (successful calls / valid calls)",
+    }),
+    per_success: float({
+      default: 0.05,
+      doc: "episode turn reward (mt_grpo): added per successful call",
+    }),
   },
 };
 
@@ -37,22 +64,34 @@ export const mask = {
     choices: ESTIMATORS,
     default: "grpo",
     doc:
-      "advantage estimator: grpo, dr_grpo (mean only), rloo (leave-one-out), mt_grpo (turn-level), gae (value head)",
+      "advantage estimator: grpo, dr_grpo (mean only), rloo (leave-one-out), mt_grpo (turn-level), mt_grpo_turns (per turn), gae (value head; not built yet)",
   }),
-  std_normalize: bool({
-    default: true,
-    doc: "divide group-relative advantages by the group std (grpo, rloo, mt_grpo; dr_grpo never does)",
+  scale_rewards: choice({
+    choices: REWARD_SCALES,
+    default: "group",
+    doc:
+      "divide centred rewards by the group std, the batch std, or nothing (grpo, rloo, mt_grpo*; dr_grpo never does)",
   }),
   std_eps: float({ default: 1e-6, min: 0, minOpen: true, max: 1, doc: "added to the std before dividing" }),
+  whiten: bool({
+    default: false,
+    doc:
+      "whiten advantages over all masked tokens of the batch after the estimator (verl-tool's mt_grpo does)",
+  }),
   turn_coef: float({
     default: 1.0,
     min: 0,
-    doc: "mt_grpo: weight of the turn advantage on tokens before the first tool result",
+    doc: "mt_grpo, mt_grpo_turns: weight of the turn advantage",
+  }),
+  loss_mask: choice({
+    choices: LOSS_MASK_SOURCES,
+    default: "sampled",
+    doc: "loss mask from token provenance (sampled) or from the <|im_start|>role state machine (roles)",
   }),
   gamma: float({ default: 1.0, min: 0, max: 1, doc: "gae: discount factor" }),
   lam: float({ default: 0.95, min: 0, max: 1, doc: "gae: lambda" }),
   mask_truncated: bool({
     default: false,
-    doc: "zero the loss of episodes cut by max_total_tokens (DAPO's overlong filtering)",
+    doc: "zero the loss of episodes cut by a token limit, finish_reason length or truncated (DAPO)",
   }),
 };

@@ -1,0 +1,78 @@
+/**
+ * What a reward is: a pure function registered by name that looks at one episode and returns a value
+ * and a status. The score stage writes `reward_<name>` (the value) and `status_<name>` (the status).
+ *
+ * A reward returns 0 with a status for anything the model did wrong (no answer, wrong answer, code
+ * that crashes or times out). It throws only for faults that are not the model's: a task without the
+ * reference the reward needs (UserError: bad data or config) or a sandbox that cannot run (the stage
+ * stops). It never turns a crash of its own into a silent 0.
+ *
+ * @module
+ */
+
+import type { Task } from "../data/task.ts";
+import type { Sandbox } from "./sandbox_api.ts";
+
+/** One tool call of an episode, as the rollout stage recorded it in `tool_calls`. */
+export interface ToolCallRecord {
+  /** 1-based assistant turn that made the call. */
+  turn: number;
+  name: string;
+  /** Arguments as JSON text. */
+  arguments: string;
+  /** One of lib/tools/types.ts TOOL_CALL_STATUSES. */
+  status: string;
+  output: string;
+  ms: number;
+}
+
+/** A decoded chat message of the `messages` column. */
+export interface EpisodeMessage {
+  role: string;
+  content: string;
+  name?: string;
+  tool_calls?: unknown[];
+}
+
+/** The parts of one rollouts row a reward may read. */
+export interface Episode {
+  /** Row index in the rollouts table. */
+  row: number;
+  episodeId: string;
+  task: Task;
+  /** The whole trajectory: prompt messages, then assistant / tool / user messages. */
+  messages: EpisodeMessage[];
+  /** Content of the last assistant message ("" when there is none), `<think>` included. */
+  finalText: string;
+  toolCalls: ToolCallRecord[];
+  /** stop | length | truncated | max_turns | tool_budget | env_done. */
+  finishReason: string;
+  numTurns: number;
+}
+
+/** What a reward says about one episode. */
+export interface RewardResult {
+  value: number;
+  /** Short snake_case reason, e.g. `correct`, `wrong`, `no_answer`, `timeout`. */
+  status: string;
+  /** Whether the final answer is right, for rewards that measure correctness; else undefined. */
+  correct?: boolean;
+}
+
+/** What the stage hands every reward call. */
+export interface RewardContext {
+  /** The rollout's sandbox (built only when a reward declares `needsSandbox`). */
+  sandbox?: Sandbox;
+  /** Wall-clock limit for running code, in milliseconds. */
+  codeTimeoutMs: number;
+}
+
+/** One reward function. `name` is snake_case; its column is `reward_<name>`. */
+export interface RewardFn {
+  name: string;
+  /** One line: what it rewards. */
+  doc: string;
+  /** Whether it runs model-written code (the stage then opens the sandbox first). */
+  needsSandbox?: boolean;
+  score(episode: Episode, ctx: RewardContext): RewardResult | Promise<RewardResult>;
+}
