@@ -13,6 +13,7 @@ const IN_CI = Deno.env.get("CI") !== undefined;
 const ignore = !HAVE_BWRAP && !IN_CI;
 const TEMP = await Deno.makeTempDir({ prefix: "sandbox-test-" });
 await Deno.chmod(TEMP, 0o711); // the sandbox user (nobody, when the tests run as root) must reach it
+globalThis.addEventListener("unload", () => Deno.removeSync(TEMP, { recursive: true }));
 
 let opened: Promise<Sandbox> | undefined;
 function sandbox(): Promise<Sandbox> {
@@ -62,7 +63,7 @@ test("a program runs with stdin and its exit code is reported", async () => {
   assert.deepEqual([js.status, js.stdout], ["ok", "42\n"]);
 });
 
-test("loops, sleeps and SIGTERM-ignoring programs time out within budget + 0.5 s, leaving nothing", async () => {
+test("loops, sleeps and SIGTERM-ignoring programs time out within budget + 0.5 s, none left", async () => {
   const token = `tok${crypto.randomUUID().slice(0, 8)}`;
   const programs: RunRequest[] = [
     { language: "python", code: "while True: pass" },
@@ -255,7 +256,7 @@ Deno.test("sandbox none is refused without unsafe_no_sandbox, with a config erro
   );
 });
 
-Deno.test("sandbox none with unsafe_no_sandbox runs code and kills its process group on timeout", async () => {
+Deno.test("sandbox none with unsafe_no_sandbox runs code and kills its process group in time", async () => {
   const none = await openSandbox({ kind: "none", unsafeNoSandbox: true });
   const token = `tok${crypto.randomUUID().slice(0, 8)}`;
   const code = `${sleeperPython(token, false)}\nwhile True: pass`;

@@ -14,8 +14,9 @@
  *
  * Numbers are IEEE doubles. An integer result below 2^53 in magnitude prints as an exact integer
  * (the arithmetic tasks stay below 1e12, so their answers come out exact); other results print with 15
- * significant digits (so 0.1 + 0.2 gives 0.3; 2^60 gives 1.15292150460685e+18). Every failure is a `tool_error` with a message that
- * says what is wrong (see CALCULATOR_LIMITS and docs/sandbox.md); nothing silently becomes 0.
+ * significant digits (so 0.1 + 0.2 gives 0.3; 2^60 gives 1.15292150460685e+18). Every failure is a
+ * `tool_error` with a message that says what is wrong (see CALCULATOR_LIMITS and docs/sandbox.md);
+ * nothing silently becomes 0.
  *
  * @module
  */

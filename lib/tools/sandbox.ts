@@ -113,8 +113,18 @@ interface BwrapWrapper {
 async function bwrapWrapper(): Promise<BwrapWrapper> {
   const bwrap = await requireExecutable("bwrap", "bubblewrap");
   // Root is exempt from RLIMIT_NPROC; an unprivileged user namespace makes the process limit count.
-  const setpriv = Deno.uid() === 0 ? await requireExecutable("setpriv", "util-linux") : undefined;
+  const setpriv = await isRoot() ? await requireExecutable("setpriv", "util-linux") : undefined;
   return { bwrap, setpriv };
+}
+
+/** Effective uid 0: the owner of a file we create (Deno.uid() would need --allow-sys). */
+async function isRoot(): Promise<boolean> {
+  const probe = await Deno.makeTempFile({ prefix: "sandbox-uid-" });
+  try {
+    return (await Deno.stat(probe)).uid === 0;
+  } finally {
+    await Deno.remove(probe);
+  }
 }
 
 async function requireExecutable(name: string, debianPackage: string): Promise<string> {

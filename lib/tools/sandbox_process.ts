@@ -22,8 +22,17 @@ export interface ProcessSpec {
 }
 
 /** How an interpreter says it ran out of memory (Python, V8 in Node and Deno, C++ and libc). */
-const OOM_PATTERN =
-  /MemoryError|out of memory|Fatal process OOM|Array buffer allocation failed|Cannot allocate memory|std::bad_alloc/i;
+const OOM_PATTERN = new RegExp(
+  [
+    "MemoryError",
+    "out of memory",
+    "Fatal process OOM",
+    "Array buffer allocation failed",
+    "Cannot allocate memory",
+    "std::bad_alloc",
+  ].join("|"),
+  "i",
+);
 
 /** After the process exits, how long a leftover holder of its pipes may keep them open. */
 const PIPE_GRACE_MS = 200;
