@@ -95,6 +95,9 @@ const SPECIAL_TEXT: Record<keyof SpecialTokens, string> = {
   toolResponseEnd: "</tool_response>",
 };
 
+/** Special strings environment text may not contain verbatim (`<|…|>` covers every Qwen3 control token). */
+const SPECIAL_STRINGS = [...Object.values(SPECIAL_TEXT), "<|"];
+
 /** Marks the end of an assistant body in probe renders; never produced by a template. */
 const SENTINEL = "\u2063<<assistant-body-end>>\u2063";
 
@@ -127,6 +130,18 @@ export class ChatTokenizer {
   /** Text of `ids`; special tokens are kept unless `skipSpecialTokens`. */
   decode(ids: readonly number[], options: { skipSpecialTokens?: boolean } = {}): string {
     return this.#hf.decode([...ids], { skip_special_tokens: options.skipSpecialTokens ?? false });
+  }
+
+  /**
+   * `text` with every special-token string (`<|im_end|>`, `</tool_response>`, `<think>`…) broken by a
+   * zero-width space after its first character, so that it encodes to ordinary tokens. Environment text
+   * (tool output, user turns) passes through this before it is rendered: a tool printing `<|im_end|>`
+   * must not forge a turn boundary in the policy's context.
+   */
+  neutralizeSpecial(text: string): string {
+    let out = text;
+    for (const token of SPECIAL_STRINGS) out = out.replaceAll(token, `${token[0]}\u200b${token.slice(1)}`);
+    return out;
   }
 
   /** The id of a single token string (e.g. `"<|im_end|>"`); throws if the vocabulary lacks it. */

@@ -20,7 +20,7 @@ import type { ChatMessage, ChatTokenizer, ToolSpec } from "../model/chat.ts";
 import type { Policy } from "../engine/policy.ts";
 import type { ToolCallRecord } from "./dispatch.ts";
 import { episodeStatus } from "./dispatch.ts";
-import type { Environment, EnvMessage, EnvStep } from "./environment.ts";
+import type { Environment, EnvMessage } from "./environment.ts";
 import { Trajectory } from "./trajectory.ts";
 
 /** How episodes are sampled (from `rollout.generation` and `rollout.environment`). */
@@ -89,13 +89,15 @@ export async function runEpisode(
       trajectory.addAssistantMessage(text, step.assistantToolCalls);
       if (step.done) return finish(trajectory, step.reason ?? "env_done", toolCalls);
       if (turn >= o.maxTurns) return finish(trajectory, "max_turns", toolCalls);
-      const appended = renderAnswer(tokenizer, step, o.enableThinking);
+      const messages = step.messages.map((m) => ({ ...m, content: tokenizer.neutralizeSpecial(m.content) }));
+      // A turn cut at max_new_tokens that the environment continues is closed by an appended end-of-turn.
+      const appended = renderAnswer(tokenizer, messages, o.enableThinking, !stopped);
       // The next turn needs room for at least one sampled token.
       if (trajectory.length + appended.length + 1 > o.maxTotalTokens) {
         return finish(trajectory, "truncated", toolCalls);
       }
       await sequence.append(appended);
-      trajectory.addEnvironment(turn, appended, step.messages);
+      trajectory.addEnvironment(turn, appended, messages);
     }
   } finally {
     await sequence.close();
@@ -111,17 +113,22 @@ function finish(t: Trajectory, reason: string, calls: ToolCallRecord[], lastText
  * The tokens the template renders for the environment's answer, through the next assistant header:
  * all tool results of a turn as one user turn of `<tool_response>` blocks, or one user message.
  */
-export function renderAnswer(tokenizer: ChatTokenizer, step: EnvStep, enableThinking: boolean): number[] {
-  const pieces = { includeTurnEnd: false, enableThinking };
-  const tools = step.messages.filter((m): m is EnvMessage & { role: "tool" } => m.role === "tool");
-  if (tools.length === step.messages.length && tools.length > 0) {
+export function renderAnswer(
+  tokenizer: ChatTokenizer,
+  messages: readonly EnvMessage[],
+  enableThinking: boolean,
+  closeTurn = false,
+): number[] {
+  const pieces = { includeTurnEnd: closeTurn, enableThinking };
+  const tools = messages.filter((m): m is EnvMessage & { role: "tool" } => m.role === "tool");
+  if (tools.length === messages.length && tools.length > 0) {
     return tokenizer.toolResultTokens(tools.map((m) => m.content), pieces);
   }
-  if (step.messages.length === 1 && step.messages[0].role === "user") {
-    return tokenizer.userTurnTokens(step.messages[0].content, pieces);
+  if (messages.length === 1 && messages[0].role === "user") {
+    return tokenizer.userTurnTokens(messages[0].content, pieces);
   }
   throw new Error(
-    `environment answered with ${step.messages.map((m) => m.role).join(", ") || "no messages"}: ` +
+    `environment answered with ${messages.map((m) => m.role).join(", ") || "no messages"}: ` +
       "answer a turn with its tool results or with one user message (or done: true)",
   );
 }

@@ -48,10 +48,11 @@ export class ScriptedEnvironment implements Environment {
   }
 
   async step(turn: AssistantTurn): Promise<EnvStep> {
-    const answered = await this.#tools.step(turn);
-    // A turn with tool calls goes on with their results (or ends on the tool environment's terms).
-    if (answered.toolCalls?.length || answered.reason === "length" || answered.reason === "tool_budget") {
-      return answered;
+    // A turn cut at max_new_tokens is a step like any other here (seed 002's fixed-length steps); its
+    // unfinished tool calls are not run. A finished turn with tool calls goes on with their results.
+    if (turn.finishReason === "stop") {
+      const answered = await this.#tools.step(turn);
+      if (answered.toolCalls?.length || answered.reason === "tool_budget") return answered;
     }
     if (this.#stop(turn, this.#task)) return { messages: [], done: true, reason: "env_done" };
     const next = this.#script(turn.turn + 1, this.#task);
