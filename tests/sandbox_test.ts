@@ -115,6 +115,7 @@ test("the process limit holds, a fork bomb fails inside, and the next call still
     "print(n)",
   ].join("\n");
   const counted = await run({ language: "python", code: bounded, limits: { maxProcesses: 16 } });
+  assert.match(counted.stdout, /^\d+\n$/, counted.stderr);
   assert.ok(Number(counted.stdout) < 16, `forked ${counted.stdout.trim()} with a limit of 16`);
   const bomb = "import os\nwhile True:\n    try: os.fork()\n    except OSError: pass";
   const result = await run({ language: "python", code: bomb, limits: { maxProcesses: 16, timeoutMs: 1500 } });
@@ -239,7 +240,7 @@ test("binary and invalid UTF-8 output comes back as valid UTF-8 with replacement
   assert.deepEqual(new TextDecoder().decode(new TextEncoder().encode(result.stdout)), result.stdout);
 });
 
-test("JavaScript on Deno runs with no permissions and no remote imports", async () => {
+test("JavaScript on Deno runs with no permissions, no remote imports and a memory limit", async () => {
   const deno = await openSandbox({ kind: "bwrap", unsafeNoSandbox: false, javascript: "deno" });
   const ok = await deno.run({ language: "javascript", code: "console.log(typeof Deno, 6 * 7)" });
   assert.deepEqual([ok.status, ok.stdout], ["ok", "object 42\n"]);
@@ -247,6 +248,9 @@ test("JavaScript on Deno runs with no permissions and no remote imports", async 
   assert.deepEqual(env.status, "error");
   const remote = await deno.run({ language: "javascript", code: "await import('https://deno.land/x.ts')" });
   assert.deepEqual(remote.status, "error");
+  const limits = { memoryBytes: 256 * 1024 ** 2 };
+  const big = await deno.run({ language: "javascript", code: "new Uint8Array(2 ** 31).fill(1)", limits });
+  assert.deepEqual(big.status, "oom", big.stderr);
 });
 
 Deno.test("sandbox none is refused without unsafe_no_sandbox, with a config error", async () => {

@@ -189,7 +189,7 @@ class ProcessSandbox implements Sandbox {
 
   #spec(interpreter: Interpreter, dir: string, names: string[], limits: SandboxLimits): ProcessSpec {
     const rlimits = [
-      `--${interpreter.memoryLimit}=${limits.memoryBytes}`,
+      `--${interpreter.memoryLimit}=${limits.memoryBytes + interpreter.memoryOverheadBytes}`,
       `--fsize=${limits.maxFileBytes}`,
       "--core=0",
     ];

@@ -21,6 +21,8 @@ export interface Interpreter {
   argv(file: string): string[];
   /** Which rlimit bounds memory: V8 (Node, Deno) reserves far more address space than it uses, so `data`. */
   memoryLimit: "as" | "data";
+  /** Added to the memory limit: what the runtime maps before the program runs. */
+  memoryOverheadBytes: number;
   /** Environment variables beyond PATH, LANG and HOME. */
   env(home: string): Record<string, string>;
   /** A host binary outside /usr to bind read-only at the same path inside the jail. */
@@ -59,6 +61,7 @@ export async function resolveInterpreters(javascript: "auto" | "deno"): Promise<
         file: "main.py",
         argv: (file) => [python, "-B", file],
         memoryLimit: "as",
+        memoryOverheadBytes: 0,
         env: () => ({ PYTHONDONTWRITEBYTECODE: "1" }),
       });
       break;
@@ -71,7 +74,8 @@ export async function resolveInterpreters(javascript: "auto" | "deno"): Promise<
 async function javascriptInterpreter(javascript: "auto" | "deno"): Promise<Interpreter> {
   for (const node of ["/usr/bin/node", "/usr/local/bin/node"]) {
     if (javascript === "auto" && await isExecutableFile(node)) {
-      return { file: "main.js", argv: (file) => [node, file], memoryLimit: "data", env: () => ({}) };
+      const argv = (file: string) => [node, file];
+      return { file: "main.js", argv, memoryLimit: "data", memoryOverheadBytes: 0, env: () => ({}) };
     }
   }
   const deno = await Deno.realPath(Deno.execPath());
@@ -80,6 +84,9 @@ async function javascriptInterpreter(javascript: "auto" | "deno"): Promise<Inter
     file: "main.js",
     argv: (file) => [deno, ...flags, file],
     memoryLimit: "data",
+    // Deno's V8 maps a writable code range of about 512 MiB at start-up (measured: it will not start
+    // with RLIMIT_DATA below ~600 MiB), so the program's own limit comes on top of it.
+    memoryOverheadBytes: 512 * 1024 ** 2,
     env: (home) => ({ DENO_DIR: `${home}/.deno`, DENO_NO_UPDATE_CHECK: "1", NO_COLOR: "1" }),
     bindBinary: deno.startsWith("/usr/") ? undefined : deno,
   };
