@@ -75,7 +75,11 @@ async function builtIn(name: string, section: RolloutToolsConfig, options: LoadT
       return readFileTool(section.read_file_root === null ? null : resolve(section.read_file_root));
     case "execute_code": {
       const sandbox = options.sandbox ??
-        await openSandbox({ kind: section.sandbox, unsafeNoSandbox: section.unsafe_no_sandbox });
+        await openSandbox({
+          kind: section.sandbox,
+          unsafeNoSandbox: section.unsafe_no_sandbox,
+          maxConcurrency: section.max_concurrency,
+        });
       return executeCodeTool(sandbox);
     }
   }

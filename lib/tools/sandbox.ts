@@ -12,7 +12,13 @@
 
 import { type ErrorParts, formatMessage, UserError } from "../errors.ts";
 import { InfrastructureError } from "./types.ts";
-import { bwrapCommand, findExecutable, type Interpreter, resolveInterpreters } from "./sandbox_command.ts";
+import {
+  baseEnv,
+  bwrapCommand,
+  findExecutable,
+  type Interpreter,
+  resolveInterpreters,
+} from "./sandbox_command.ts";
 import { type ProcessSpec, runProcess } from "./sandbox_process.ts";
 
 export type SandboxKind = "bwrap" | "none";
@@ -98,13 +104,17 @@ export async function openSandbox(o: OpenSandboxOptions): Promise<Sandbox> {
   }
   const interpreters = await resolveInterpreters(o.javascript ?? "auto");
   const prlimit = await requireExecutable("prlimit", "util-linux");
-  const wrap = o.kind === "bwrap" ? await bwrapWrapper() : undefined;
+  const wrap = o.kind === "bwrap"
+    ? await bwrapWrapper()
+    : { setsid: await requireExecutable("setsid", "util-linux") };
   const sandbox = new ProcessSandbox(o.kind, interpreters, prlimit, wrap, o);
   await probe(sandbox, interpreters);
   return sandbox;
 }
 
-/** What starts a bwrap run: bwrap itself, behind setpriv when we are root (see docs/sandbox.md). */
+/** What starts a run: setsid (sandbox none); bwrap, behind setpriv when we are root (docs/sandbox.md). */
+type Wrapper = { setsid: string } | BwrapWrapper;
+
 interface BwrapWrapper {
   bwrap: string;
   setpriv?: string;
@@ -161,13 +171,13 @@ class ProcessSandbox implements Sandbox {
     readonly kind: SandboxKind,
     private readonly interpreters: Map<Language, Interpreter>,
     private readonly prlimit: string,
-    private readonly wrap: BwrapWrapper | undefined,
+    private readonly wrap: Wrapper,
     private readonly options: OpenSandboxOptions,
   ) {
     this.#slots = new Slots(options.maxConcurrency ?? 4);
   }
 
-  run(req: RunRequest): Promise<RunResult> {
+  async run(req: RunRequest): Promise<RunResult> {
     const limits = { ...DEFAULT_LIMITS, ...this.options.limits, ...req.limits };
     const interpreter = this.interpreters.get(req.language);
     if (interpreter === undefined) {
@@ -176,7 +186,7 @@ class ProcessSandbox implements Sandbox {
         fix: "install python3 (Debian: apt-get install python3)",
       });
     }
-    return this.#slots.run(async () => {
+    return await this.#slots.run(async () => {
       const { dir, names } = await writeProgram(req, interpreter, this.options.tempDir);
       try {
         const spec = this.#spec(interpreter, dir, names, limits);
@@ -193,10 +203,11 @@ class ProcessSandbox implements Sandbox {
       `--fsize=${limits.maxFileBytes}`,
       "--core=0",
     ];
-    if (this.wrap === undefined) {
+    if ("setsid" in this.wrap) {
       // Sandbox none: limits and a process group, nothing else (it runs as you; see docs/sandbox.md).
       const argv = [this.prlimit, ...rlimits, "--", ...interpreter.argv(`${dir}/${interpreter.file}`)];
-      return { command: "setsid", args: argv, cwd: dir, env: interpreter.env(dir), killGroup: true };
+      const env = { ...baseEnv(dir), ...interpreter.env(dir) };
+      return { command: this.wrap.setsid, args: argv, cwd: dir, env, killGroup: true };
     }
     rlimits.push(`--nproc=${limits.maxProcesses}`);
     const inner = [this.prlimit, ...rlimits, "--", ...interpreter.argv(interpreter.file)];

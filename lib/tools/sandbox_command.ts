@@ -92,6 +92,11 @@ async function javascriptInterpreter(javascript: "auto" | "deno"): Promise<Inter
   };
 }
 
+/** The whitelisted environment every program gets. */
+export function baseEnv(home: string): Record<string, string> {
+  return { PATH: "/usr/local/bin:/usr/bin:/bin", LANG: "C.UTF-8", HOME: home };
+}
+
 export interface BwrapOptions {
   /** Host directory holding the program files (bound read-only one by one). */
   hostDir: string;
@@ -119,12 +124,7 @@ export function bwrapCommand(o: BwrapOptions): string[] {
   const binary = o.interpreter.bindBinary;
   if (binary !== undefined) args.push("--ro-bind", binary, binary);
   args.push("--chdir", SANDBOX_HOME, "--clearenv");
-  const env = {
-    PATH: "/usr/local/bin:/usr/bin:/bin",
-    LANG: "C.UTF-8",
-    HOME: SANDBOX_HOME,
-    ...o.interpreter.env(SANDBOX_HOME),
-  };
+  const env = { ...baseEnv(SANDBOX_HOME), ...o.interpreter.env(SANDBOX_HOME) };
   for (const [key, value] of Object.entries(env)) args.push("--setenv", key, value);
   // The shell prints the start marker, then becomes the program: no marker means bwrap failed.
   const marker = START_MARKER.replace("\u0001", "\\001").replace("\n", "\\n");
