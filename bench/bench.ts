@@ -1,7 +1,7 @@
 /**
  * `deno task bench`: engine and trainer speed against peers in the same run, as ratios.
  *
- *   deno task bench [--only engine|train] [--models tiny,qwen3-0.6b] [--bench.k=v …]
+ *   deno task bench [--only engine|train|score_mask] [--models tiny,qwen3-0.6b] [--bench.k=v …]
  *
  * For each model of `bench.models` (a directory, or a built-in random shape made once under
  * runs/bench/models/): the engine benchmark (bench/engine_bench.ts) and transformers.js decoding the
@@ -141,10 +141,14 @@ if (import.meta.main) {
     settings: b,
   };
   results.machine = await machineLines();
-  for (const name of b.models) {
+  for (const name of only === "score_mask" ? [] : b.models) {
     const dir = await modelDir(name);
     if (only !== "train") results[`engine:${name}`] = await engineSection(name, dir, b);
     if (only !== "engine") results[`train:${name}`] = await trainSection(name, dir, b);
+  }
+  if (!only || only === "score_mask") {
+    console.error("score + mask: 10,000 episodes x 2,000 tokens …");
+    results.score_mask = await denoScript("score_mask_bench.ts", ["--write"]);
   }
   const md = [
     `## ${results.command} — ${started.toISOString().slice(0, 10)}`,
@@ -155,6 +159,9 @@ if (import.meta.main) {
       ...(results[`engine:${name}`] ? engineTables(name, results[`engine:${name}`] as never) : []),
       ...(results[`train:${name}`] ? trainTables(name, results[`train:${name}`] as never) : []),
     ]),
+    ...(results.score_mask
+      ? ["", `Score + mask (bench/score_mask_bench.ts): ${JSON.stringify(results.score_mask)}`]
+      : []),
   ].join("\n");
   const stamp = started.toISOString().replace(/[:.]/g, "-");
   await Deno.writeTextFile(join(OUT, `results-${stamp}.json`), JSON.stringify(results, null, 2));
