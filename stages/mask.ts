@@ -14,6 +14,7 @@ import { readStageFile } from "../lib/arrow/read.ts";
 import type { StageFile } from "../lib/arrow/stage_file.ts";
 import { runStageMain, type StageArgs } from "../lib/stage/cli.ts";
 import { maskColumns, type MaskOptions, type MaskSummary, maskSummaryLine } from "../lib/mask/mask_table.ts";
+import { pickEstimator } from "../lib/advantages/registry.ts";
 import { asStageFile, outputTable, writeTable } from "../lib/score/stage_io.ts";
 
 export type { MaskOptions, MaskSummary };
@@ -30,6 +31,7 @@ export function mask(
 }
 
 async function main(args: StageArgs): Promise<void> {
+  pickEstimator(args.config.mask.estimator); // refuses gae before any reading
   const scored = await readStageFile(args.input!, "scored");
   const { table, summary } = mask(scored, { config: args.config.mask, configHash: args.configHash });
   await writeTable(args.output!, "batch", table);
@@ -43,6 +45,7 @@ if (import.meta.main) {
       "writing batch.arrow.",
     needsInput: true,
     needsOutput: true,
+    output: { kind: "stage-file", fileKind: "batch" },
     run: main,
   });
 }

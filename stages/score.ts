@@ -52,6 +52,7 @@ if (import.meta.main) {
       "to rollouts.arrow, writing scored.arrow.",
     needsInput: true,
     needsOutput: true,
+    output: { kind: "stage-file", fileKind: "scored" },
     run: main,
   });
 }
