@@ -17,8 +17,15 @@
 
 // Stages.
 export { rollout } from "./stages/rollout.ts";
-export { score } from "./stages/score.ts";
-export { mask } from "./stages/mask.ts";
+export { score, type ScoreOptions, type ScoreSummary } from "./stages/score.ts";
+export { mask, type MaskOptions, type MaskSummary } from "./stages/mask.ts";
+export { asStageFile, writeTable } from "./lib/score/stage_io.ts";
+
+// Rewards (lib/score/, docs/rewards.md) and advantage estimators (lib/advantages/, docs/advantages.md).
+export type { Episode, RewardContext, RewardFn, RewardResult } from "./lib/score/types.ts";
+export { REWARDS } from "./lib/score/registry.ts";
+export { ESTIMATOR_REGISTRY, pickEstimator } from "./lib/advantages/registry.ts";
+export type { EpisodeBatch, Estimator as AdvantageEstimator } from "./lib/advantages/types.ts";
 export { train, type TrainOptions, trainOptionsOf, type TrainResult } from "./stages/train.ts";
 export { loop } from "./stages/loop.ts";
 export { evaluate } from "./stages/eval.ts";
