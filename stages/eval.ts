@@ -1,22 +1,63 @@
 /**
- * `deno task eval`: Evaluates the policy (base plus adapter) on held-out tasks, writing eval.arrow.
+ * `deno task eval`: accuracy, pass@k and tool use of a policy (the base model, or `model.adapter`) on the
+ * held-out tasks (the last `eval.num_tasks` of the data set, never trained on), through the same rollout
+ * code, tools and rewards as training; writes eval.arrow (one row per episode) and a one-line summary.
  *
- * The stage is a pure function (`evaluate`, exported from mod.ts for notebooks) plus a thin `main`.
- * Its body is built by a later issue; until then it exits 2 and writes nothing.
+ *   deno task eval --out runs/x/eval.arrow [--adapter runs/x/adapters/step-0010] [--eval.samples=4]
+ *
+ * @module
  */
-import { NotImplementedError, runStageMain, type StageArgs } from "../lib/stage/cli.ts";
 
-/** Evaluates the policy (base plus adapter) on held-out tasks, writing eval.arrow. */
-export function evaluate(_args: StageArgs): Promise<void> {
-  return Promise.reject(new NotImplementedError("eval"));
+import { writeStageFile } from "../lib/arrow/write.ts";
+import { loadTasks } from "../lib/data/mod.ts";
+import { evalSummaryLine, evaluate } from "../lib/eval/evaluate.ts";
+import { loadPolicy } from "../lib/engine/worker_policy.ts";
+import { loadTokenizer } from "../lib/model/tokenizer.ts";
+import { splitHeldOut } from "../lib/rollout/tasks.ts";
+import { loadTools } from "../lib/tools/registry.ts";
+import { progress, runStageMain, type StageArgs } from "../lib/stage/cli.ts";
+
+export { evaluate };
+
+async function main(args: StageArgs): Promise<void> {
+  const { config } = args;
+  const tools = await loadTools(config.rollout.tools);
+  const { heldOut } = splitHeldOut(await loadTasks(config.data), config.eval.num_tasks);
+  const tokenizer = await loadTokenizer(config.model.path);
+  progress.log(
+    `eval: loading ${config.model.path}${config.model.adapter ? ` + ${config.model.adapter}` : ""}`,
+  );
+  const policy = await loadPolicy(config.model.path, {
+    adapter: config.model.adapter,
+    ep: config.model.ep,
+    threads: config.model.threads,
+    maxSequences: config.rollout.max_batch,
+  });
+  try {
+    const result = await evaluate(policy, tokenizer, heldOut, config, tools, { step: 0 });
+    await writeStageFile(args.output!, "eval", result.columns, {
+      config_hash: args.configHash,
+      model: config.model.path,
+      adapter: await policy.adapterId(),
+      sampling: { temperature: config.eval.temperature, samples: config.eval.samples },
+      seed: config.eval.seed,
+    });
+    console.log(evalSummaryLine(result.summary));
+  } finally {
+    await policy.close();
+  }
 }
 
 if (import.meta.main) {
   await runStageMain({
     name: "eval",
-    summary: "Evaluates the policy (base plus adapter) on held-out tasks, writing eval.arrow.",
-    needsInput: false,
+    summary: "Evaluates a policy (base model or model.adapter) on the held-out tasks: accuracy, pass@k, " +
+      "tool use; writes eval.arrow.",
     needsOutput: true,
-    run: evaluate,
+    output: { kind: "stage-file", fileKind: "eval" },
+    usesModel: true,
+    configFlags: { adapter: "model.adapter" },
+    examples: ["deno task eval --out runs/x/eval.arrow --eval.samples=4 --eval.temperature=0.7"],
+    run: main,
   });
 }

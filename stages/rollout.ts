@@ -24,7 +24,7 @@ import { environmentFactory } from "../lib/rollout/environments.ts";
 import { Limiter } from "../lib/rollout/limiter.ts";
 import { type Episode, runRollout } from "../lib/rollout/rollout.ts";
 import { RolloutProgress } from "../lib/rollout/progress.ts";
-import { parseShard, type Shard, tasksForStep } from "../lib/rollout/tasks.ts";
+import { parseShard, type Shard, splitHeldOut, tasksForStep } from "../lib/rollout/tasks.ts";
 import { loadTools, toolSpecs } from "../lib/tools/registry.ts";
 import type { Tool } from "../lib/tools/types.ts";
 import { progress, runStageMain, type StageArgs } from "../lib/stage/cli.ts";
@@ -117,7 +117,8 @@ async function main(args: StageArgs): Promise<void> {
   const step = stepFlag(args.flags.step);
   const shard: Shard | undefined = args.flags.shard ? parseShard(String(args.flags.shard)) : undefined;
   const tools = await loadTools(config.rollout.tools);
-  const tasks = tasksForStep(await loadTasks(config.data), step, config.rollout.tasks_per_step, shard);
+  const { train } = splitHeldOut(await loadTasks(config.data), config.eval.num_tasks);
+  const tasks = tasksForStep(train, step, config.rollout.tasks_per_step, shard);
   const tokenizer = await loadTokenizer(config.model.path);
   progress.log(
     `rollout: loading ${config.model.path}${config.model.adapter ? ` + ${config.model.adapter}` : ""}`,

@@ -42,3 +42,18 @@ export function parseShard(text: string): Shard {
   }
   return { index, count };
 }
+
+/**
+ * The held-out split: the last `heldOut` tasks of the (shuffled) data set are for evaluation only and
+ * training samples the rest, so the two never share a task. Needs at least one training task.
+ */
+export function splitHeldOut(tasks: readonly Task[], heldOut: number): { train: Task[]; heldOut: Task[] } {
+  if (tasks.length <= heldOut) {
+    throw new UserError("eval.num_tasks", {
+      value: heldOut,
+      why: `the data set has ${tasks.length} tasks, and training needs at least one that is not held out`,
+      fix: "lower eval.num_tasks, or raise data.max_samples / data.arithmetic.num_tasks",
+    });
+  }
+  return { train: tasks.slice(0, tasks.length - heldOut), heldOut: tasks.slice(tasks.length - heldOut) };
+}

@@ -27,6 +27,8 @@ import type { StageKind } from "../arrow/kinds.ts";
 import { checkOutputPath, type OutputSpec } from "../fs/output.ts";
 import { parseCommandLine } from "./args.ts";
 import { checkAdapterDir, checkInputFile, checkModelDir } from "./check.ts";
+import { ensureDefaultModel } from "../model/default_model.ts";
+import { progress } from "./progress.ts";
 
 export { checkOutputPath, type OutputSpec } from "../fs/output.ts";
 export { progress } from "./progress.ts";
@@ -165,6 +167,7 @@ async function checkArguments(spec: StageSpec, args: StageArgs, configFile: stri
   if (args.input) await checkInputFile("--in", args.input, spec.input);
   const { model } = args.config;
   if (spec.usesModel) {
+    await ensureDefaultModel(model.path, (line) => progress.log(line));
     await checkModelDir("model.path", model.path);
     if (model.adapter) await checkAdapterDir("model.adapter", model.adapter);
   }

@@ -17,7 +17,13 @@ export const evaluation = {
   num_tasks: int({
     default: 64,
     min: 1,
-    doc: "tasks per evaluation (taken from the data set after shuffling)",
+    doc: "held-out tasks: the last num_tasks of the (shuffled) data set, never used for training",
+  }),
+  samples: int({
+    default: 1,
+    min: 1,
+    max: 1024,
+    doc: "episodes per held-out task; pass@k is reported for k = samples",
   }),
   temperature: float({
     default: 0.0,

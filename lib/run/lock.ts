@@ -1,0 +1,54 @@
+/**
+ * One loop per run directory: a lock file holding the owner's pid, created exclusively. A second process
+ * is refused with "run locked by pid N"; a lock whose pid is no longer alive (a killed loop) is taken over,
+ * so that `--resume` after a SIGKILL works without manual cleanup.
+ *
+ * @module
+ */
+
+import { UserError } from "../errors.ts";
+
+/** Takes the lock at `path`; returns its release function. */
+export async function acquireRunLock(path: string): Promise<() => Promise<void>> {
+  for (let attempt = 0; attempt < 2; attempt++) {
+    try {
+      const file = await Deno.open(path, { write: true, createNew: true });
+      await file.write(new TextEncoder().encode(`${Deno.pid}\n`));
+      file.close();
+      return async () => {
+        if ((await ownerOf(path)) === Deno.pid) await Deno.remove(path).catch(() => {});
+      };
+    } catch (error) {
+      if (!(error instanceof Deno.errors.AlreadyExists)) throw error;
+      const owner = await ownerOf(path);
+      if (owner !== null && owner !== Deno.pid && isAlive(owner)) {
+        throw new UserError(`run locked by pid ${owner}`, {
+          value: path,
+          why: "another loop is running in this run directory",
+          fix: `wait for pid ${owner} to finish (or stop it), or use another loop.run_dir`,
+        });
+      }
+      await Deno.remove(path).catch(() => {}); // stale: its owner is gone
+    }
+  }
+  throw new Error(`could not take the run lock ${path}`);
+}
+
+async function ownerOf(path: string): Promise<number | null> {
+  try {
+    const pid = Number((await Deno.readTextFile(path)).trim());
+    return Number.isInteger(pid) && pid > 0 ? pid : null;
+  } catch {
+    return null;
+  }
+}
+
+/** Whether a process with this pid exists (Linux: /proc/<pid>). */
+function isAlive(pid: number): boolean {
+  try {
+    Deno.statSync(`/proc/${pid}`);
+    return true;
+  } catch {
+    return false;
+  }
+}
