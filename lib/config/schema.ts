@@ -15,15 +15,28 @@ import { rollout } from "./sections/rollout.ts";
 import { mask, score } from "./sections/score.ts";
 import { train } from "./sections/train.ts";
 import { bench, evaluation, loop } from "./sections/run.ts";
+import { modelBackend, serve } from "./sections/server.ts";
 
 export * from "./sections/model.ts";
 export * from "./sections/rollout.ts";
 export * from "./sections/score.ts";
 export * from "./sections/train.ts";
 export * from "./sections/run.ts";
+export * from "./sections/server.ts";
 
 /** Every configuration key. The order here is the order of `config.yaml` and of `--help`. */
-export const SCHEMA = { model, data, rollout, score, mask, train, loop, eval: evaluation, bench };
+export const SCHEMA = {
+  model: { ...model, ...modelBackend },
+  data,
+  rollout,
+  score,
+  mask,
+  train,
+  loop,
+  eval: evaluation,
+  bench,
+  serve,
+};
 
 /** The resolved configuration: every key present, every value checked. */
 export type Config = Infer<typeof SCHEMA>;
@@ -36,6 +49,8 @@ export type TrainConfig = Config["train"];
 export type LoopConfig = Config["loop"];
 export type EvalConfig = Config["eval"];
 export type BenchConfig = Config["bench"];
+export type ServeConfig = Config["serve"];
+export type ModelServerConfig = Config["model"]["server"];
 export type RewardName = (typeof REWARD_NAMES)[number];
 export type ToolName = (typeof TOOL_NAMES)[number];
 export type Estimator = (typeof ESTIMATORS)[number];
