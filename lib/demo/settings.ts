@@ -1,0 +1,64 @@
+/**
+ * The demo's settings that `configs/demo.yaml` cannot hold: the config loader rejects keys outside its
+ * schema, so the model's shape and the warm start live here, named and commented, next to the code
+ * that uses them. Everything the stages read (data, rollout, score, mask, train, loop) is in
+ * configs/demo.yaml.
+ *
+ * @module
+ */
+
+import type { RandomQwen3Options } from "../model/random_model.ts";
+
+/** The demo model's shape: small enough for 2 CPU cores, deep enough to copy an expression. */
+export interface DemoModelSettings {
+  layers: number;
+  hidden: number;
+  heads: number;
+  kvHeads: number;
+  headDim: number;
+  intermediate: number;
+  seed: number;
+}
+
+/** The supervised warm start: generated traces, trained with the `sft` loss. */
+export interface WarmStartSettings {
+  /** Traces generated (one per task, from tasks disjoint from the held-out ones). */
+  traces: number;
+  /** Share of traces that answer at once, without the calculator, with a plausible wrong number. */
+  directFraction: number;
+  /** Seed of the choice "direct or calculator" and of the wrong numbers. */
+  seed: number;
+  /** Optimizer passes over the traces (train.num_iterations of the sft run). */
+  epochs: number;
+  /** Peak learning rate of the sft run. */
+  lr: number;
+}
+
+export interface DemoSettings {
+  model: DemoModelSettings;
+  warmStart: WarmStartSettings;
+}
+
+/** The demo's defaults (measured on 2 CPU cores: docs/demo.md). */
+export const DEMO_SETTINGS: DemoSettings = {
+  model: { layers: 2, hidden: 64, heads: 4, kvHeads: 2, headDim: 16, intermediate: 128, seed: 0 },
+  warmStart: { traces: 256, directFraction: 0.6, seed: 1, epochs: 40, lr: 3e-3 },
+};
+
+/** The `writeRandomQwen3` options of a demo model with a vocabulary of `vocab` tokens. */
+export function randomModelOptions(m: DemoModelSettings, vocab: number): RandomQwen3Options {
+  return {
+    layers: m.layers,
+    hidden: m.hidden,
+    heads: m.heads,
+    kvHeads: m.kvHeads,
+    headDim: m.headDim,
+    intermediate: m.intermediate,
+    seed: m.seed,
+    dtype: "float32",
+    tiedHead: true,
+    vocab,
+    tokenizer: false,
+    maxPositions: 4096,
+  };
+}

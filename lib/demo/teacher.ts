@@ -1,0 +1,112 @@
+/**
+ * The warm start's teacher: a `Policy` that writes the demo's traces instead of sampling them, so the
+ * real rollout code (chat template, tool-call parsing, the calculator, the appended `<tool_response>`
+ * turn) produces the demonstrations, in exactly the format and with exactly the `sampled` provenance of
+ * the policy's own episodes.
+ *
+ * Two kinds of trace, chosen per task by `plan(task)`:
+ * - `tool`: turn 1 calls `calculator` with the task's expression; turn 2, after the tool's answer,
+ *   says `Final answer: <the tool's result>`;
+ * - `direct`: turn 1 says `Final answer: <a plausible wrong number>` and the episode ends.
+ *
+ * @module
+ */
+
+import type { Task } from "../data/task.ts";
+import type { BatchStats, Generation, Policy, PolicySequence } from "../engine/policy.ts";
+import type { ChatTokenizer } from "../model/chat.ts";
+import type { Qwen3Config } from "../model/hf_config.ts";
+
+/** What the teacher does on one task. */
+export type TracePlan = { kind: "tool" } | { kind: "direct"; answer: string };
+
+/** The assistant text of a calculator call, as Qwen3 writes tool calls (Hermes format). */
+export function calculatorCallText(expression: string): string {
+  return `<tool_call>\n${JSON.stringify({ name: "calculator", arguments: { expression } })}\n</tool_call>`;
+}
+
+/** The assistant text of a final answer. */
+export function finalAnswerText(answer: string): string {
+  return `Final answer: ${answer}`;
+}
+
+/** The content of the last `<tool_response>` block of `text` (trimmed), or null. */
+export function lastToolResponse(text: string): string | null {
+  const open = text.lastIndexOf("<tool_response>");
+  const close = text.lastIndexOf("</tool_response>");
+  if (open < 0 || close < open) return null;
+  return text.slice(open + "<tool_response>".length, close).trim();
+}
+
+/** A policy whose turns are the traces `plan` chooses for the task in each prompt. */
+export class TeacherPolicy implements Policy {
+  readonly config = {} as Qwen3Config;
+  readonly #tokenizer: ChatTokenizer;
+  readonly #tasks: readonly Task[];
+  readonly #plan: (task: Task) => TracePlan;
+
+  constructor(tokenizer: ChatTokenizer, tasks: readonly Task[], plan: (task: Task) => TracePlan) {
+    this.#tokenizer = tokenizer;
+    this.#tasks = tasks;
+    this.#plan = plan;
+  }
+
+  openSequence(prompt: readonly number[]): Promise<PolicySequence> {
+    const tokens = [...prompt];
+    const task = this.#taskOf(this.#tokenizer.decode(prompt));
+    let turn = 0;
+    return Promise.resolve({
+      generate: (o): Promise<Generation> => {
+        turn += 1;
+        const text = this.#turnText(task, turn, this.#tokenizer.decode(tokens));
+        const out = [...this.#tokenizer.encode(text), this.#tokenizer.eosTokenId].slice(0, o.maxNewTokens);
+        tokens.push(...out);
+        const stopped = out.at(-1) === this.#tokenizer.eosTokenId;
+        return Promise.resolve({
+          tokens: out,
+          logprobs: out.map(() => 0),
+          finishReason: stopped ? "stop" : "length",
+        });
+      },
+      append: (more) => Promise.resolve(void tokens.push(...more)),
+      tokens: () => Promise.resolve([...tokens]),
+      close: () => Promise.resolve(),
+    });
+  }
+
+  #turnText(task: Task, turn: number, soFar: string): string {
+    const plan = this.#plan(task);
+    if (plan.kind === "direct") return finalAnswerText(plan.answer);
+    if (turn === 1) return calculatorCallText(String(task.meta?.expression));
+    return finalAnswerText(lastToolResponse(soFar) ?? task.answer!);
+  }
+
+  /** The task whose prompt the rendered conversation holds (the last match: the user turn, not the system). */
+  #taskOf(rendered: string): Task {
+    const task = this.#tasks.find((t) => rendered.includes(`<|im_start|>user\n${t.prompt}<|im_end|>`));
+    if (!task) throw new Error("TeacherPolicy: a prompt of no task it was given");
+    return task;
+  }
+
+  adapterId(): Promise<string> {
+    return Promise.resolve("teacher");
+  }
+  sequenceStats(): Promise<BatchStats> {
+    return Promise.resolve({ prefillTokens: 0, prefillMs: 0, decodeSteps: 0, decodeTokens: 0, decodeMs: 0 });
+  }
+  logprobs(): Promise<Float32Array[]> {
+    return Promise.reject(new Error("TeacherPolicy writes traces; it has no log-probs"));
+  }
+  generate(): Promise<Generation[]> {
+    return Promise.reject(new Error("TeacherPolicy: use openSequence"));
+  }
+  startBatch(): never {
+    throw new Error("TeacherPolicy: use openSequence");
+  }
+  setAdapter(): Promise<void> {
+    return Promise.resolve();
+  }
+  close(): Promise<void> {
+    return Promise.resolve();
+  }
+}
