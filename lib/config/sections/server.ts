@@ -87,13 +87,13 @@ export const serve = {
     doc: "name of the base model in /v1/models and requests; null = the model directory's name",
   }),
   max_model_len: int({
-    default: 4096,
+    default: 2048,
     min: 2,
     max: 131072,
     doc: "most tokens of one request (prompt + completion); every slot's KV cache holds this many",
   }),
   max_sequences: int({
-    default: 32,
+    default: 8,
     min: 1,
     max: 4096,
     doc: "requests decoded together (continuous-batching slots); more wait for a free slot",

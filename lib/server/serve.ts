@@ -1,0 +1,144 @@
+/**
+ * `startServer`: our engine behind vLLM's HTTP API subset (docs/serving.md): `/health`,
+ * `/v1/models`, `/v1/completions`, `/v1/chat/completions`, `/v1/load_lora_adapter`,
+ * `/v1/unload_lora_adapter`. Binds 127.0.0.1 unless told otherwise; any other address requires an
+ * API key. Every bad request gets a 4xx with a message (limits.ts) and the server stays up; a fault
+ * inside a request is a 500 for that request only.
+ *
+ * ```ts
+ * const policy = await loadPolicy("runs/demo/model", { maxSequences: 8 });
+ * const server = await startServer(policy, { modelDir: "runs/demo/model", port: 0 });
+ * // POST http://127.0.0.1:<server.port>/v1/completions {"prompt": [1, 2, 3], "max_tokens": 8}
+ * await server.close();
+ * ```
+ *
+ * @module
+ */
+
+import { basename, resolve } from "node:path";
+import { UserError } from "../errors.ts";
+import type { Policy } from "../engine/policy.ts";
+import type { ChatTokenizer } from "../model/chat.ts";
+import { loadTokenizer } from "../model/tokenizer.ts";
+import { AdapterGate } from "./adapter_gate.ts";
+import { checkApiKey, errorResponse, HttpError, isLoopback, readJsonBody } from "./limits.ts";
+import { chatCompletions } from "./routes_chat.ts";
+import { completions } from "./routes_completions.ts";
+import { listModels, loadAdapter, unloadAdapter } from "./routes_adapters.ts";
+import type { ServeContext } from "./serve_context.ts";
+
+/** Options of `startServer` (the `serve` config section). */
+export interface ServeOptions {
+  /** The model directory the policy was loaded from (its tokenizer, its name). */
+  modelDir: string;
+  host?: string;
+  /** 0 = any free port. */
+  port?: number;
+  apiKey?: string | null;
+  /** Default "runs". */
+  adapterRoot?: string;
+  /** Default: the model directory's name. */
+  modelName?: string | null;
+  /** Default 4096; must match the capacity the policy can hold. */
+  maxModelLen?: number;
+  /** Default 4 MiB. */
+  maxBodyBytes?: number;
+}
+
+export interface RunningServer {
+  readonly host: string;
+  readonly port: number;
+  readonly url: string;
+  /** Stops accepting requests and waits for those in progress. */
+  close(): Promise<void>;
+  /** Resolves when the server has stopped. */
+  readonly finished: Promise<void>;
+}
+
+/** Refuses an address other machines can reach unless requests need an API key. */
+export function checkExposure(host: string, apiKey: string | null): void {
+  if (isLoopback(host) || apiKey) return;
+  throw new UserError("serve.host", {
+    value: host,
+    why: "a server reachable from other machines must require an API key",
+    fix: "pass --api-key KEY (clients send Authorization: Bearer KEY), or bind 127.0.0.1",
+  });
+}
+
+/** Starts serving `policy`; the caller keeps owning it (close it after the server). */
+export async function startServer(policy: Policy, options: ServeOptions): Promise<RunningServer> {
+  const host = options.host ?? "127.0.0.1";
+  const apiKey = options.apiKey ?? null;
+  checkExposure(host, apiKey);
+  const adapters: ServeContext["adapters"] = new Map();
+  const ctx: ServeContext = {
+    policy,
+    tokenizer: await tokenizerIfAny(options.modelDir),
+    baseName: options.modelName ?? basename(resolve(options.modelDir)),
+    maxModelLen: options.maxModelLen ?? 4096,
+    adapterRoot: resolve(options.adapterRoot ?? "runs"),
+    adapters,
+    gate: new AdapterGate(policy, (name) => adapters.get(name)?.adapter),
+  };
+  const maxBody = options.maxBodyBytes ?? 4_194_304;
+  const server = Deno.serve(
+    { hostname: host, port: options.port ?? 8000, onListen() {} },
+    (request) => handle(ctx, request, apiKey, maxBody),
+  );
+  const port = server.addr.port;
+  return {
+    host,
+    port,
+    url: `http://${host.includes(":") ? `[${host}]` : host}:${port}`,
+    close: () => server.shutdown(),
+    finished: server.finished,
+  };
+}
+
+async function handle(
+  ctx: ServeContext,
+  request: Request,
+  apiKey: string | null,
+  maxBody: number,
+): Promise<Response> {
+  const path = new URL(request.url).pathname;
+  try {
+    if (path === "/health") return new Response(null, { status: 200 });
+    checkApiKey(request, apiKey);
+    if (request.method === "GET" && path === "/v1/models") return listModels(ctx);
+    const route = POST_ROUTES[path];
+    if (!route) throw new HttpError(404, `no route ${request.method} ${path}`, "NotFoundError");
+    if (request.method !== "POST") throw new HttpError(405, `${path} takes POST`, "MethodNotAllowed");
+    return await route(ctx, await readJsonBody(request, maxBody));
+  } catch (error) {
+    if (error instanceof HttpError) return errorResponse(error);
+    // Bad values the engine itself refuses (a prompt over capacity, a token outside the vocabulary).
+    if (error instanceof RangeError || error instanceof UserError) {
+      return errorResponse(new HttpError(400, error.message));
+    }
+    console.error(`serve: ${request.method} ${path} failed:`, error);
+    return errorResponse(
+      new HttpError(500, `internal error: ${(error as Error)?.message ?? error}`, "InternalServerError"),
+    );
+  }
+}
+
+const POST_ROUTES: Record<
+  string,
+  (ctx: ServeContext, body: Record<string, unknown>) => Promise<Response> | Response
+> = {
+  "/v1/completions": completions,
+  "/v1/chat/completions": chatCompletions,
+  "/v1/load_lora_adapter": loadAdapter,
+  "/v1/unload_lora_adapter": unloadAdapter,
+};
+
+/** The model directory's tokenizer, or null when it has none (token-id requests still work). */
+async function tokenizerIfAny(dir: string): Promise<ChatTokenizer | null> {
+  try {
+    await Deno.stat(resolve(dir, "tokenizer.json"));
+  } catch {
+    return null;
+  }
+  return await loadTokenizer(dir);
+}

@@ -1,0 +1,64 @@
+/**
+ * `deno task serve [--port N] [--host H] [--api-key K]`: the policy (`model.path` plus an optional
+ * `model.adapter`) behind vLLM's HTTP API subset, so a trained adapter can be tried from any OpenAI
+ * client and `model.backend: vllm` can point at it (docs/serving.md).
+ *
+ * The stage is a function (`serve`) plus a thin `main`; it runs until interrupted.
+ */
+import { loadPolicy } from "../lib/engine/worker_policy.ts";
+import { checkExposure, startServer } from "../lib/server/serve.ts";
+import { runStageMain, type StageArgs } from "../lib/stage/cli.ts";
+
+/** Loads the policy and serves it until the process is stopped. */
+export async function serve(args: StageArgs): Promise<void> {
+  const { model, serve: options } = args.config;
+  const apiKey = options.api_key ?? Deno.env.get("DENO_RL_API_KEY") ?? null;
+  checkExposure(options.host, apiKey);
+  const policy = await loadPolicy(model.path, {
+    adapter: model.adapter,
+    ep: model.ep,
+    threads: model.threads,
+    maxSequences: options.max_sequences,
+  });
+  try {
+    const server = await startServer(policy, {
+      modelDir: model.path,
+      host: options.host,
+      port: options.port,
+      apiKey,
+      adapterRoot: options.adapter_root,
+      modelName: options.model_name,
+      maxModelLen: options.max_model_len,
+      maxBodyBytes: options.max_body_bytes,
+    });
+    console.log(`serve: ${model.path} at ${server.url} (Ctrl-C to stop)`);
+    await server.finished;
+  } finally {
+    await policy.close();
+  }
+}
+
+if (import.meta.main) {
+  await runStageMain({
+    name: "serve",
+    summary: "Serves the policy behind vLLM's HTTP API (completions with token ids and log-probs, chat " +
+      "with tool calls, LoRA hot-loading) until interrupted.",
+    usesModel: true,
+    configFlags: {
+      port: "serve.port",
+      host: "serve.host",
+      "api-key": "serve.api_key",
+      adapter: "model.adapter",
+    },
+    flagHelp: [
+      "--port N         TCP port (serve.port, default 8000)",
+      "--host H         address to bind (serve.host, default 127.0.0.1); another address needs --api-key",
+      "--api-key K      Bearer key clients must send (serve.api_key; or the DENO_RL_API_KEY variable)",
+    ],
+    examples: [
+      "deno task serve --port 8000",
+      "deno task serve --host 0.0.0.0 --api-key secret --serve.adapter_root=runs",
+    ],
+    run: serve,
+  });
+}

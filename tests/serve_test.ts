@@ -1,0 +1,275 @@
+/**
+ * `deno task serve` over loopback HTTP with the tiny model: `ServerPolicy` against it reproduces
+ * `LocalPolicy` (tokens, log-probs within 1e-5, with and without a hot-loaded adapter), bad requests
+ * get 4xx with a message and the server stays up, and 64 concurrent clients share the engine.
+ */
+import nodeAssert from "node:assert/strict";
+import { join } from "node:path";
+import { LocalPolicy } from "../lib/engine/local_policy.ts";
+import type { Policy } from "../lib/engine/policy.ts";
+import { writePeftAdapter } from "../lib/model/peft.ts";
+import { UserError } from "../lib/errors.ts";
+import { type RunningServer, startServer } from "../lib/server/serve.ts";
+import { ServerPolicy } from "../lib/server/server_policy.ts";
+import { assistantMessage } from "../lib/server/routes_chat.ts";
+import { randomAdapter } from "./helpers/adapters.ts";
+import { makeTinyModel } from "./helpers/tiny_model.ts";
+
+const assert: (ok: unknown, message?: string) => asserts ok = nodeAssert.ok;
+const assertEquals = (actual: unknown, expected: unknown, message?: string) =>
+  nodeAssert.deepStrictEqual(actual, expected, message);
+
+const SPEC = { r: 4, alpha: 8, targets: ["q", "v", "down"] as ("q" | "v" | "down")[], rslora: false };
+
+/** Serves a fresh LocalPolicy of the tiny model; `fn` gets the server, its policy and the adapter root. */
+async function withServer(
+  fn: (server: RunningServer, served: Policy, root: string) => Promise<void>,
+  options: { apiKey?: string; maxBodyBytes?: number } = {},
+): Promise<void> {
+  const modelDir = await makeTinyModel();
+  const root = await Deno.makeTempDir({ prefix: "serve-root-" });
+  const served = await LocalPolicy.load(modelDir, { maxSequences: 8 });
+  const server = await startServer(served, {
+    modelDir,
+    port: 0,
+    adapterRoot: root,
+    maxModelLen: 256,
+    ...options,
+  });
+  try {
+    await fn(server, served, root);
+  } finally {
+    await server.close();
+    await served.close();
+    await Deno.remove(root, { recursive: true });
+  }
+}
+
+async function post(
+  server: RunningServer,
+  path: string,
+  body: unknown,
+  headers: Record<string, string> = {},
+) {
+  const response = await fetch(server.url + path, {
+    method: "POST",
+    headers: { "content-type": "application/json", ...headers },
+    body: typeof body === "string" ? body : JSON.stringify(body),
+  });
+  const text = await response.text();
+  let json: unknown = text;
+  try {
+    json = JSON.parse(text);
+  } catch { /* plain text answer */ }
+  // deno-lint-ignore no-explicit-any
+  return { status: response.status, json: json as Record<string, any> };
+}
+
+/** Two turns with an appended piece between them, as an episode runs them. */
+async function episode(policy: Policy, seed: number) {
+  const seq = await policy.openSequence([11, 22, 33, 44], { seed, capacity: 64 });
+  try {
+    const a = await seq.generate({ maxNewTokens: 6, temperature: 0.8, topK: 50 });
+    await seq.append([5, 6, 7]);
+    const b = await seq.generate({ maxNewTokens: 5, temperature: 0.8, topK: 50 });
+    return { turns: [a, b], tokens: await seq.tokens() };
+  } finally {
+    await seq.close();
+  }
+}
+
+function assertSameEpisode(
+  got: Awaited<ReturnType<typeof episode>>,
+  want: Awaited<ReturnType<typeof episode>>,
+): void {
+  assertEquals(got.tokens, want.tokens);
+  got.turns.forEach((turn, t) => {
+    assertEquals(turn.tokens, want.turns[t].tokens);
+    assertEquals(turn.finishReason, want.turns[t].finishReason);
+    turn.logprobs.forEach((lp, i) =>
+      assert(Math.abs(lp - want.turns[t].logprobs[i]) < 1e-5, `turn ${t} token ${i}`)
+    );
+  });
+}
+
+Deno.test("ServerPolicy against deno task serve gives the local policy's tokens and log-probs", async () => {
+  const modelDir = await makeTinyModel();
+  const local = await LocalPolicy.load(modelDir, { maxSequences: 4 });
+  await withServer(async (server) => {
+    const remote = await ServerPolicy.connect({ backend: "vllm", urls: [server.url], modelDir });
+    assertEquals(remote.logprobCheck?.verdict, "processed");
+    for (const seed of [1, 2]) assertSameEpisode(await episode(remote, seed), await episode(local, seed));
+    const seq = [11, 22, 33, 44, 55, 66];
+    const [want] = await local.logprobs([seq], { temperature: 0.8 });
+    const [got] = await remote.logprobs([seq], { temperature: 0.8 });
+    for (let t = 1; t < seq.length; t++) assert(Math.abs(got[t] - want[t]) < 1e-5, `position ${t}`);
+    await remote.close();
+  });
+  await local.close();
+});
+
+Deno.test("a hot-loaded adapter matches the local policy with it; after unloading its name is refused", async () => {
+  const modelDir = await makeTinyModel();
+  const local = await LocalPolicy.load(modelDir, { maxSequences: 4 });
+  await withServer(async (server, _served, root) => {
+    const dir = join(root, "step-1");
+    await writePeftAdapter(dir, randomAdapter(local.config, SPEC, 3, 0.2), local.config, modelDir);
+    const remote = await ServerPolicy.connect({
+      backend: "vllm",
+      urls: [server.url],
+      modelDir,
+      checkLogprobs: false,
+    });
+    const base = await episode(remote, 9);
+    await remote.setAdapter(dir);
+    await local.setAdapter(dir);
+    assertEquals(await remote.adapterId(), await local.adapterId());
+    const tuned = await episode(remote, 9);
+    assertSameEpisode(tuned, await episode(local, 9));
+    assert(
+      JSON.stringify(tuned.tokens) !== JSON.stringify(base.tokens),
+      "the adapter changes what is sampled",
+    );
+    const name = remote.adapterName!;
+    await remote.setAdapter(null);
+    const refused = await post(server, "/v1/completions", { model: name, prompt: [1, 2], max_tokens: 2 });
+    assertEquals(refused.status, 404);
+    assert(refused.json.error.message.includes(name));
+    await remote.close();
+  });
+  await local.close();
+});
+
+Deno.test("bad requests get a 4xx with a message and the server stays up", async () => {
+  await withServer(async (server, _served, root) => {
+    const ok = { prompt: [1, 2, 3], max_tokens: 2 };
+    const cases: [string, string, unknown, number, string][] = [
+      ["malformed JSON", "/v1/completions", '{"prompt": [1,', 400, "not valid JSON"],
+      [
+        "10 MB body",
+        "/v1/completions",
+        JSON.stringify({ prompt: [1], pad: "x".repeat(10_000_000) }),
+        413,
+        "larger",
+      ],
+      ["out-of-vocabulary id", "/v1/completions", { prompt: [1, 10_000_000] }, 400, "not a token id"],
+      ["negative id", "/v1/completions", { prompt: [-1] }, 400, "not a token id"],
+      [
+        "over the context",
+        "/v1/completions",
+        { prompt: [1], max_tokens: 1000 },
+        400,
+        "maximum context length",
+      ],
+      [
+        "adapter outside the root",
+        "/v1/load_lora_adapter",
+        { lora_name: "x", lora_path: "/etc" },
+        403,
+        "outside",
+      ],
+      [
+        "adapter climbing out",
+        "/v1/load_lora_adapter",
+        { lora_name: "x", lora_path: "../.." },
+        403,
+        "outside",
+      ],
+      [
+        "missing adapter",
+        "/v1/load_lora_adapter",
+        { lora_name: "x", lora_path: "nope" },
+        400,
+        "does not exist",
+      ],
+      ["unknown model", "/v1/completions", { ...ok, model: "nope" }, 404, "does not exist"],
+      ["unsupported penalty", "/v1/completions", { ...ok, repetition_penalty: 1.2 }, 400, "not supported"],
+      [
+        "load_inplace",
+        "/v1/load_lora_adapter",
+        { lora_name: "x", lora_path: root, load_inplace: true },
+        400,
+        "inplace",
+      ],
+    ];
+    for (const [what, path, body, status, message] of cases) {
+      const answer = await post(server, path, body);
+      assertEquals(answer.status, status, what);
+      assert(
+        String(answer.json?.error?.message).includes(message),
+        `${what}: ${JSON.stringify(answer.json)}`,
+      );
+      assertEquals((await fetch(server.url + "/health")).status, 200, `${what}: still up`);
+    }
+    assertEquals((await post(server, "/v1/completions", ok)).status, 200);
+  }, {});
+});
+
+Deno.test("an API key is required when set; a non-loopback host without one is refused", async () => {
+  await withServer(async (server) => {
+    const body = { prompt: [1, 2], max_tokens: 1 };
+    const missing = await post(server, "/v1/completions", body);
+    assertEquals(missing.status, 401);
+    assert(missing.json.error.message.includes("Bearer"));
+    assertEquals(
+      (await post(server, "/v1/completions", body, { authorization: "Bearer wrong" })).status,
+      401,
+    );
+    assertEquals((await post(server, "/v1/completions", body, { authorization: "Bearer k1" })).status, 200);
+    assertEquals((await fetch(server.url + "/health")).status, 200);
+  }, { apiKey: "k1" });
+  const served = await LocalPolicy.load(await makeTinyModel());
+  await nodeAssert.rejects(
+    () => startServer(served, { modelDir: ".", host: "0.0.0.0", port: 0 }),
+    (e: Error) => e instanceof UserError && e.message.includes("--api-key"),
+  );
+  await served.close();
+});
+
+Deno.test("chat completions render the template and return Hermes tool calls as OpenAI tool_calls", async () => {
+  const text =
+    '<think>\nadd them\n</think>\n\n<tool_call>\n{"name": "calculator", "arguments": {"expression": "2+3"}}\n' +
+    "</tool_call><|im_end|>";
+  const { message, calls } = assistantMessage(text);
+  assertEquals(calls, 1);
+  assertEquals(message.reasoning_content, "add them");
+  assertEquals(message.content, null);
+  const [call] = message.tool_calls as { type: string; function: { name: string; arguments: string } }[];
+  assertEquals([call.type, call.function.name, JSON.parse(call.function.arguments)], [
+    "function",
+    "calculator",
+    { expression: "2+3" },
+  ]);
+  await withServer(async (server) => {
+    const answer = await post(server, "/v1/chat/completions", {
+      messages: [{ role: "user", content: "What is 2+3?" }],
+      tools: [{ type: "function", function: { name: "calculator", parameters: { type: "object" } } }],
+      max_tokens: 4,
+      seed: 1,
+    });
+    assertEquals(answer.status, 200);
+    assertEquals(answer.json.choices[0].message.role, "assistant");
+    assert(answer.json.usage.prompt_tokens > 10, "the template rendered the tools");
+  });
+});
+
+Deno.test("64 concurrent clients for 3 s share the engine with no errors", async () => {
+  await withServer(async (server) => {
+    const until = Date.now() + 3000;
+    let done = 0;
+    const client = async (c: number) => {
+      for (let i = 0; Date.now() < until; i++) {
+        const answer = await post(server, "/v1/completions", {
+          prompt: [1 + c, 2, 3],
+          max_tokens: 4,
+          seed: i,
+        });
+        assertEquals(answer.status, 200, JSON.stringify(answer.json));
+        assertEquals(answer.json.choices[0].finish_reason, "length");
+        done += 1;
+      }
+    };
+    await Promise.all(Array.from({ length: 64 }, (_, c) => client(c)));
+    assert(done >= 64, `${done} requests`);
+  });
+});
