@@ -16,7 +16,19 @@
  */
 
 // Stages.
-export { rollout } from "./stages/rollout.ts";
+export { rollout, rolloutMetadata, type RolloutOutput, type RolloutStageOptions } from "./stages/rollout.ts";
+export type { Episode as RolloutEpisode } from "./lib/rollout/rollout.ts";
+export type {
+  AssistantTurn,
+  Environment,
+  EnvironmentContext,
+  EnvMessage,
+  EnvStep,
+} from "./lib/rollout/environment.ts";
+export { ScriptedEnvironment } from "./lib/rollout/scripted_env.ts";
+export { ToolEnvironment } from "./lib/rollout/tool_env.ts";
+export type { Tool, ToolContext, ToolResult } from "./lib/tools/types.ts";
+export { loadTools, toolSpecs } from "./lib/tools/registry.ts";
 export { score, type ScoreOptions, type ScoreSummary } from "./stages/score.ts";
 export { mask, type MaskOptions, type MaskSummary } from "./stages/mask.ts";
 export { asStageFile, writeTable } from "./lib/score/stage_io.ts";
@@ -27,8 +39,11 @@ export { REWARDS } from "./lib/score/registry.ts";
 export { ESTIMATOR_REGISTRY, pickEstimator } from "./lib/advantages/registry.ts";
 export type { EpisodeBatch, Estimator as AdvantageEstimator } from "./lib/advantages/types.ts";
 export { train, type TrainOptions, trainOptionsOf, type TrainResult } from "./stages/train.ts";
-export { loop } from "./stages/loop.ts";
+export { runLoop } from "./stages/loop.ts";
 export { evaluate } from "./stages/eval.ts";
+export { type EvalSummary, evalSummaryLine } from "./lib/eval/evaluate.ts";
+export { renderReport } from "./lib/report/mod.ts";
+export { writeReport } from "./stages/report.ts";
 export { NotImplementedError, type StageArgs } from "./lib/stage/cli.ts";
 
 // Configuration.
@@ -74,6 +89,8 @@ export type {
   LogprobOptions,
   Policy,
   PolicyOptions,
+  PolicySequence,
+  SequenceOptions,
 } from "./lib/engine/policy.ts";
 export { EXECUTION_PROVIDERS, type ExecutionProvider } from "./lib/engine/session.ts";
 

@@ -12,6 +12,7 @@ import { writeStageFile } from "../lib/arrow/write.ts";
 import { loadTasks } from "../lib/data/mod.ts";
 import { evalSummaryLine, evaluate } from "../lib/eval/evaluate.ts";
 import { loadPolicy } from "../lib/engine/worker_policy.ts";
+import { policyOptionsOf } from "../lib/engine/policy_options.ts";
 import { loadTokenizer } from "../lib/model/tokenizer.ts";
 import { splitHeldOut } from "../lib/rollout/tasks.ts";
 import { loadTools } from "../lib/tools/registry.ts";
@@ -27,12 +28,7 @@ async function main(args: StageArgs): Promise<void> {
   progress.log(
     `eval: loading ${config.model.path}${config.model.adapter ? ` + ${config.model.adapter}` : ""}`,
   );
-  const policy = await loadPolicy(config.model.path, {
-    adapter: config.model.adapter,
-    ep: config.model.ep,
-    threads: config.model.threads,
-    maxSequences: config.rollout.max_batch,
-  });
+  const policy = await loadPolicy(config.model.path, policyOptionsOf(config));
   try {
     const result = await evaluate(policy, tokenizer, heldOut, config, tools, { step: 0 });
     await writeStageFile(args.output!, "eval", result.columns, {

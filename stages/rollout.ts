@@ -17,6 +17,7 @@ import type { Config } from "../lib/config/schema.ts";
 import { loadTasks, type Task } from "../lib/data/mod.ts";
 import type { Policy } from "../lib/engine/policy.ts";
 import { loadPolicy } from "../lib/engine/worker_policy.ts";
+import { policyOptionsOf } from "../lib/engine/policy_options.ts";
 import type { ChatTokenizer } from "../lib/model/chat.ts";
 import { loadTokenizer } from "../lib/model/tokenizer.ts";
 import { rolloutColumns } from "../lib/rollout/columns.ts";
@@ -123,12 +124,7 @@ async function main(args: StageArgs): Promise<void> {
   progress.log(
     `rollout: loading ${config.model.path}${config.model.adapter ? ` + ${config.model.adapter}` : ""}`,
   );
-  const policy = await loadPolicy(config.model.path, {
-    adapter: config.model.adapter,
-    ep: config.model.ep,
-    threads: config.model.threads,
-    maxSequences: config.rollout.max_batch,
-  });
+  const policy = await loadPolicy(config.model.path, policyOptionsOf(config));
   try {
     const out = await rollout(policy, tokenizer, tasks, {
       rollout: config.rollout,

@@ -196,8 +196,9 @@ Deno.test("a continuation after appended tokens equals the reference on the whol
       turn[k].logprobs.forEach((lp, j) => assert.ok(Math.abs(lp - refLp[prefix.length + j]) < 1e-4));
     }
     const stats = await batch.stats();
-    // Prompts (16), then only the appended tokens; each sequence's last pending token rides in a decode step.
-    assert.equal(stats.prefillTokens, 16 + 3 + 1, "continuations pay only for the new tokens");
+    // Prompts (16) but their last tokens, then only the appended tokens: each sequence's last pending token
+    // rides in a decode step, which samples every token.
+    assert.equal(stats.prefillTokens, 16 - 3 + 3 + 1, "continuations pay only for the new tokens");
     await batch.close();
   } finally {
     await policy.close();

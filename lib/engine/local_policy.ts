@@ -179,6 +179,7 @@ export class LocalPolicy implements Policy {
       this.#engine,
       this.#options.maxSequences ?? DEFAULT_MAX_SEQUENCES,
       capacity,
+      { exact: this.#options.exactBatching },
     );
     return this.#scheduler;
   }

@@ -33,6 +33,11 @@ export interface PolicyOptions {
    * opened while all are taken waits for one to close. KV memory grows with slots × capacity.
    */
   maxSequences?: number;
+  /**
+   * Decode `openSequence` turns at the full slot width, so that log-probs are bit-identical whatever else
+   * is in flight (default true; see scheduler.ts). False decodes only up to the highest live slot.
+   */
+  exactBatching?: boolean;
 }
 
 /** Options of `openSequence`. */

@@ -5,13 +5,14 @@
  * the slot between turns, so a turn after a tool result costs only the new tokens. Each `generate` is one
  * turn request. A loop runs while requests are pending; at every iteration it
  *
- * 1. admits the requests that arrived since the last step: sequences that are fresh (nothing cached) and
- *    sit in adjacent slots are prefilled together and sample their first token in that call; a sequence
- *    continuing after appended tokens caches all but its last pending token in a batch-1 call on its own
- *    rows (onnxruntime's CPU GroupQueryAttention takes several new tokens with a past only at batch 1);
- * 2. runs one decode step over the slots `[0, highest live slot]`, feeding each live sequence its last
- *    token; the other slots ride along, writing into the free position after their cached tokens (which
- *    their next real token overwrites), and their samples are dropped;
+ * 1. admits the requests that arrived since the last step, caching each one's pending tokens but the
+ *    last: sequences that are fresh (nothing cached) and sit in adjacent slots are prefilled together; a
+ *    sequence continuing after appended tokens is extended in a batch-1 call on its own rows
+ *    (onnxruntime's CPU GroupQueryAttention takes several new tokens with a past only at batch 1);
+ * 2. runs one decode step over all slots (or, with `exact: false`, over `[0, highest live slot]`),
+ *    feeding each live sequence its last token; the other slots ride along, writing into the free
+ *    position after their cached tokens (which their next real token overwrites), and their samples are
+ *    dropped;
  * 3. resolves the turns that stopped, then yields to the event loop, so that tool calls finish and new
  *    requests arrive while the batch keeps decoding.
  *
@@ -20,6 +21,13 @@
  * parameters (temperature, top-k, top-p are scalars of the graph); a request with other parameters waits
  * until the running group drains. Sampled tokens depend only on (seed, position) (seeds.ts), so batching
  * never changes what a sequence samples.
+ *
+ * Exactness: onnxruntime's CPU matrix products round differently for different row counts (measured:
+ * the same sequence decoded in a batch of 2 and of 8 differs in the last bit of a few log-probs, and a
+ * flipped near-tie would flip a token). Decoding always at the full slot width makes every log-prob
+ * bit-identical whatever else is in flight and whenever tool results arrive, so a resumed run repeats an
+ * uninterrupted one exactly. It costs decode work on idle slots when few sequences are live; a server
+ * that does not need exactness can pass `exact: false`.
  *
  * @module
  */
@@ -101,12 +109,15 @@ export class TurnScheduler {
   #running = false;
   #arrivals = 0;
 
-  constructor(engine: InferenceEngine, slots: number, capacity: number) {
+  readonly #exact: boolean;
+
+  constructor(engine: InferenceEngine, slots: number, capacity: number, options: { exact?: boolean } = {}) {
     if (!(Number.isInteger(slots) && slots >= 1)) {
       throw new RangeError(`scheduler: slots = ${slots}; use a positive integer`);
     }
     this.#engine = engine;
     this.capacity = capacity;
+    this.#exact = options.exact ?? true;
     this.#slots = new Array(slots).fill(null);
     this.#cache = new KvCache(engine.config, slots, capacity + 1); // +1: the ride-along position
   }
@@ -218,38 +229,41 @@ export class TurnScheduler {
     return this.#slots.flatMap((s, i) => (s?.turn?.key === key ? [i] : []));
   }
 
-  /** Brings newly requested sequences' caches up to date: fresh runs prefilled together, others extended. */
+  /**
+   * Brings newly requested sequences' caches up to date, up to their last pending token (which the next
+   * decode step feeds): fresh sequences in adjacent slots are prefilled together, others extended alone.
+   * Every sampled token therefore comes from a decode step, whether or not its sequence was prefilled
+   * with others: what a sequence samples, and its log-probs bit for bit, never depend on arrival timing.
+   */
   async #admit(slots: readonly number[]): Promise<void> {
-    const fresh = slots.filter((i) => this.#slots[i]!.cached === 0);
-    for (const i of slots) if (this.#slots[i]!.cached > 0) await this.#extend(i);
+    const fresh = slots.filter((i) => this.#slots[i]!.cached === 0 && this.#slots[i]!.tokens.length > 1);
+    for (const i of slots) if (!fresh.includes(i)) await this.#extend(i);
     for (const run of adjacentRuns(fresh)) await this.#prefill(run);
-    for (const i of slots) if (this.#slots[i]) this.#slots[i]!.admitted = true;
+    for (const i of slots) this.#slots[i]!.admitted = true;
   }
 
-  /** One call over adjacent fresh slots: caches their prompts and samples each one's next token. */
+  /** One call over adjacent fresh slots: caches all but the last token of each one's prompt. */
   async #prefill(run: readonly number[]): Promise<void> {
     const started = performance.now();
     const seqs = run.map((i) => this.#slots[i]!);
     const B = seqs.length;
-    const S = Math.max(...seqs.map((s) => s.tokens.length));
+    const lengths = seqs.map((s) => s.tokens.length - 1);
+    const S = Math.max(...lengths);
     const ids = new Array<number>(B * S).fill(0); // [B, S], right-padded
-    seqs.forEach((s, b) => s.tokens.forEach((t, j) => (ids[b * S + j] = t)));
-    const step = await this.#engine.step({
+    seqs.forEach((s, b) => s.tokens.slice(0, -1).forEach((t, j) => (ids[b * S + j] = t)));
+    await this.#engine.step({
       ids,
       batch: B,
       width: S,
-      seqlens: seqs.map((s) => s.tokens.length - 1),
-      sampleAt: seqs.map((s) => s.tokens.length - 1),
-      uniforms: seqs.map((s) => samplingUniform(s.seed, s.tokens.length)),
-      sampling: seqs[0].turn!.sampling,
+      seqlens: lengths.map((n) => n - 1),
+      sampleAt: lengths.map((n) => n - 1),
+      uniforms: lengths.map(() => 0.5),
+      sampling: { temperature: 0, topK: 0, topP: 1 },
       cache: this.#cache.range(run[0], run[0] + B),
     });
-    for (const s of seqs) {
-      this.stats.prefillTokens += s.tokens.length;
-      s.cached = s.tokens.length;
-    }
+    seqs.forEach((s, b) => (s.cached = lengths[b]));
+    this.stats.prefillTokens += lengths.reduce((a, b) => a + b, 0);
     this.stats.prefillMs += performance.now() - started;
-    run.forEach((i, b) => this.#accept(i, step.tokens[b], step.logprobs[b]));
   }
 
   /** Caches all but the last pending token of the sequence in `slot` (a batch-1 call on its rows). */
@@ -273,10 +287,10 @@ export class TurnScheduler {
     this.stats.prefillMs += performance.now() - started;
   }
 
-  /** Feeds each live sequence its last token, over the slots `[0, highest live]`. */
+  /** Feeds each live sequence its last token, over all slots (exact) or `[0, highest live]`. */
   async #decodeStep(live: readonly number[]): Promise<void> {
     const started = performance.now();
-    const width = Math.max(...live) + 1;
+    const width = this.#exact ? this.#slots.length : Math.max(...live) + 1;
     const isLive = new Set(live);
     const rows = this.#slots.slice(0, width);
     const step = await this.#engine.step({

@@ -21,6 +21,7 @@ import type { Config } from "../config/schema.ts";
 import { loadTasks, type Task } from "../data/mod.ts";
 import type { Policy } from "../engine/policy.ts";
 import { loadPolicy } from "../engine/worker_policy.ts";
+import { policyOptionsOf } from "../engine/policy_options.ts";
 import type { ChatTokenizer } from "../model/chat.ts";
 import { loadTokenizer } from "../model/tokenizer.ts";
 import { splitHeldOut, tasksForStep } from "../rollout/tasks.ts";
@@ -81,14 +82,10 @@ export async function runLoop(config: Config, configHash: string, o: LoopOptions
     if (o.resume) await checkResumable(layout, config);
     await writeSnapshot(layout, config);
     const tasks = splitHeldOut(await loadTasks(config.data), config.eval.num_tasks);
-    const { r, alpha, rslora, targets } = config.train.lora;
-    policy = await loadPolicy(config.model.path, {
-      adapter: done > 0 ? layout.adapter(done) : config.model.adapter,
-      lora: { r, alpha, rslora, targets: [...targets] },
-      ep: config.model.ep,
-      threads: config.model.threads,
-      maxSequences: config.rollout.max_batch,
-    });
+    policy = await loadPolicy(
+      config.model.path,
+      policyOptionsOf(config, done > 0 ? layout.adapter(done) : config.model.adapter),
+    );
     const ctx: RunContext = {
       config,
       configHash,

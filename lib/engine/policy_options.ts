@@ -1,0 +1,22 @@
+/**
+ * The options of `loadPolicy` from a configuration: one place, so that the rollout and eval commands and
+ * the loop build the same graph. The LoRA inputs always have `train.lora`'s shape (zeros when no adapter
+ * is set): a graph without them rounds differently in the last bit, and a rollout made by hand must give
+ * the loop's log-probs exactly.
+ *
+ * @module
+ */
+
+import type { Config } from "../config/schema.ts";
+import type { LoadPolicyOptions } from "./worker_policy.ts";
+
+export function policyOptionsOf(config: Config, adapter = config.model.adapter): LoadPolicyOptions {
+  const { r, alpha, rslora, targets } = config.train.lora;
+  return {
+    adapter,
+    lora: { r, alpha, rslora, targets: [...targets] },
+    ep: config.model.ep,
+    threads: config.model.threads,
+    maxSequences: config.rollout.max_batch,
+  };
+}
