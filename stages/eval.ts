@@ -11,7 +11,7 @@
 import { writeStageFile } from "../lib/arrow/write.ts";
 import { loadTasks } from "../lib/data/mod.ts";
 import { evalSummaryLine, evaluate } from "../lib/eval/evaluate.ts";
-import { loadPolicy } from "../lib/engine/worker_policy.ts";
+import { openPolicy } from "../lib/server/backend.ts";
 import { policyOptionsOf } from "../lib/engine/policy_options.ts";
 import { loadTokenizer } from "../lib/model/tokenizer.ts";
 import { splitHeldOut } from "../lib/rollout/tasks.ts";
@@ -28,7 +28,7 @@ async function main(args: StageArgs): Promise<void> {
   progress.log(
     `eval: loading ${config.model.path}${config.model.adapter ? ` + ${config.model.adapter}` : ""}`,
   );
-  const policy = await loadPolicy(config.model.path, policyOptionsOf(config));
+  const policy = await openPolicy(config.model, policyOptionsOf(config));
   try {
     const result = await evaluate(policy, tokenizer, heldOut, config, tools, { step: 0 });
     await writeStageFile(args.output!, "eval", result.columns, {

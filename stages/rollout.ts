@@ -16,7 +16,7 @@ import { writeStageFile } from "../lib/arrow/write.ts";
 import type { Config } from "../lib/config/schema.ts";
 import { loadTasks, type Task } from "../lib/data/mod.ts";
 import type { Policy } from "../lib/engine/policy.ts";
-import { loadPolicy } from "../lib/engine/worker_policy.ts";
+import { openPolicy } from "../lib/server/backend.ts";
 import { policyOptionsOf } from "../lib/engine/policy_options.ts";
 import type { ChatTokenizer } from "../lib/model/chat.ts";
 import { loadTokenizer } from "../lib/model/tokenizer.ts";
@@ -124,7 +124,7 @@ async function main(args: StageArgs): Promise<void> {
   progress.log(
     `rollout: loading ${config.model.path}${config.model.adapter ? ` + ${config.model.adapter}` : ""}`,
   );
-  const policy = await loadPolicy(config.model.path, policyOptionsOf(config));
+  const policy = await openPolicy(config.model, policyOptionsOf(config));
   try {
     const out = await rollout(policy, tokenizer, tasks, {
       rollout: config.rollout,

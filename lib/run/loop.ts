@@ -20,7 +20,7 @@ import { writeTextAtomic } from "../arrow/atomic.ts";
 import type { Config } from "../config/schema.ts";
 import { loadTasks, type Task } from "../data/mod.ts";
 import type { Policy } from "../engine/policy.ts";
-import { loadPolicy } from "../engine/worker_policy.ts";
+import { openPolicy } from "../server/backend.ts";
 import { policyOptionsOf } from "../engine/policy_options.ts";
 import type { ChatTokenizer } from "../model/chat.ts";
 import { loadTokenizer } from "../model/tokenizer.ts";
@@ -82,10 +82,8 @@ export async function runLoop(config: Config, configHash: string, o: LoopOptions
     if (o.resume) await checkResumable(layout, config);
     await writeSnapshot(layout, config);
     const tasks = splitHeldOut(await loadTasks(config.data), config.eval.num_tasks);
-    policy = await loadPolicy(
-      config.model.path,
-      policyOptionsOf(config, done > 0 ? layout.adapter(done) : config.model.adapter),
-    );
+    const adapter = done > 0 ? layout.adapter(done) : config.model.adapter;
+    policy = await openPolicy({ ...config.model, adapter }, policyOptionsOf(config, adapter));
     const ctx: RunContext = {
       config,
       configHash,
