@@ -25,7 +25,7 @@ import { environmentFactory } from "../lib/rollout/environments.ts";
 import { Limiter } from "../lib/rollout/limiter.ts";
 import { type Episode, runRollout } from "../lib/rollout/rollout.ts";
 import { RolloutProgress } from "../lib/rollout/progress.ts";
-import { parseShard, type Shard, splitHeldOut, tasksForStep } from "../lib/rollout/tasks.ts";
+import { parseShard, type Shard, splitHeldOut, stepGroupIds, tasksForStep } from "../lib/rollout/tasks.ts";
 import { loadTools, toolSpecs } from "../lib/tools/registry.ts";
 import type { Tool } from "../lib/tools/types.ts";
 import { progress, runStageMain, type StageArgs } from "../lib/stage/cli.ts";
@@ -37,6 +37,8 @@ export interface RolloutStageOptions {
   /** Loop step: part of every seed and episode id (0 for a single rollout). */
   step: number;
   tools: ReadonlyMap<string, Tool>;
+  /** Group ids of the tasks (default their index; a shard passes its tasks' places in the step). */
+  groupIds?: readonly number[];
   /** Print progress on stderr (default true). */
   showProgress?: boolean;
 }
@@ -80,6 +82,7 @@ export async function rollout(
     topP: g.top_p,
     enableThinking: g.enable_thinking,
     toolSpecs: toolSpecs([...o.tools.values()]),
+    groupIds: o.groupIds,
     onEpisode: (episode) => bar.add(episode),
   });
   const seconds = (performance.now() - started) / 1000;
@@ -131,6 +134,7 @@ async function main(args: StageArgs): Promise<void> {
       systemPrompt: config.data.system_prompt,
       step,
       tools,
+      groupIds: stepGroupIds(tasks.length, shard),
     });
     const metadata = await rolloutMetadata(out, policy, tokenizer, config, args.configHash);
     await writeStageFile(args.output!, "rollouts", out.columns, metadata);

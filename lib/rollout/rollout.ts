@@ -33,6 +33,8 @@ export interface RolloutOptions extends EpisodeOptions {
   seed: number;
   /** Loop step (0 for a single rollout): part of every seed and episode id. */
   step: number;
+  /** The group id of each task (default its index): a shard's tasks keep their ids in the whole step. */
+  groupIds?: readonly number[];
   /** Called as each episode finishes (progress). */
   onEpisode?: (episode: Episode) => void;
 }
@@ -46,7 +48,7 @@ export async function runRollout(
   o: RolloutOptions,
 ): Promise<Episode[]> {
   const policyVersion = await policy.adapterId();
-  const jobs = tasks.flatMap((task, groupId) =>
+  const jobs = tasks.flatMap((task, index) =>
     Array.from({ length: o.groupSize }, async (_, sampleIdx): Promise<Episode> => {
       const seed = episodeSeed(o.seed, o.step, task.id, sampleIdx);
       const env = makeEnv(task);
@@ -55,7 +57,7 @@ export async function runRollout(
         ...result,
         episodeId: `s${o.step}/${task.id}/${sampleIdx}`,
         taskId: task.id,
-        groupId,
+        groupId: o.groupIds?.[index] ?? index,
         sampleIdx,
         task,
         seed,

@@ -16,8 +16,18 @@ export interface Shard {
   count: number;
 }
 
-/** The tasks of loop step `step`. */
+/** The tasks of loop step `step` (a shard's share of them with `shard`). */
 export function tasksForStep(tasks: readonly Task[], step: number, perStep: number, shard?: Shard): Task[] {
+  const chosen = stepTasks(tasks, step, perStep);
+  return shard ? chosen.filter((_, k) => k % shard.count === shard.index) : chosen;
+}
+
+/** The GRPO group id of each task `tasksForStep` gives: its position in the whole step, shards or not. */
+export function stepGroupIds(count: number, shard?: Shard): number[] {
+  return Array.from({ length: count }, (_, j) => (shard ? j * shard.count + shard.index : j));
+}
+
+function stepTasks(tasks: readonly Task[], step: number, perStep: number): Task[] {
   if (tasks.length === 0) {
     throw new UserError("rollout: the data set", {
       why: "it has no tasks",
@@ -25,8 +35,7 @@ export function tasksForStep(tasks: readonly Task[], step: number, perStep: numb
     });
   }
   const n = Math.min(perStep, tasks.length); // a task appears at most once per step
-  const chosen = Array.from({ length: n }, (_, k) => tasks[(step * n + k) % tasks.length]);
-  return shard ? chosen.filter((_, k) => k % shard.count === shard.index) : chosen;
+  return Array.from({ length: n }, (_, k) => tasks[(step * n + k) % tasks.length]);
 }
 
 /** Parses `--shard i/n`. */
