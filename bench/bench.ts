@@ -93,6 +93,18 @@ async function engineSection(name: string, dir: string, b: BenchSettings) {
   return { ours, peer };
 }
 
+/** Rollout episodes (calculator offered) against raw `generate` at the same batch size, one process. */
+function rolloutSection(name: string, dir: string, b: BenchSettings) {
+  console.error(`rollout: ${name} …`);
+  const batch = b.batches.find((x) => x >= 8) ?? b.batches.at(-1)!;
+  return denoScript("rollout_bench.ts", [
+    `--model=${dir}`,
+    `--batch=${batch}`,
+    `--new=${b.decode_tokens}`,
+    `--repeats=${b.repeats}`,
+  ]);
+}
+
 async function trainSection(name: string, dir: string, b: BenchSettings) {
   console.error(`train: ${name} …`);
   const batchFile = join(OUT, `train-batch-${name.replace(/[^\w.-]/g, "_")}.json`);
@@ -143,8 +155,9 @@ if (import.meta.main) {
   results.machine = await machineLines();
   for (const name of only === "score_mask" ? [] : b.models) {
     const dir = await modelDir(name);
-    if (only !== "train") results[`engine:${name}`] = await engineSection(name, dir, b);
-    if (only !== "engine") results[`train:${name}`] = await trainSection(name, dir, b);
+    if (!only || only === "engine") results[`engine:${name}`] = await engineSection(name, dir, b);
+    if (!only || only === "train") results[`train:${name}`] = await trainSection(name, dir, b);
+    if (!only || only === "rollout") results[`rollout:${name}`] = await rolloutSection(name, dir, b);
   }
   if (!only || only === "score_mask") {
     console.error("score + mask: 10,000 episodes x 2,000 tokens …");
@@ -159,6 +172,16 @@ if (import.meta.main) {
       ...(results[`engine:${name}`] ? engineTables(name, results[`engine:${name}`] as never) : []),
       ...(results[`train:${name}`] ? trainTables(name, results[`train:${name}`] as never) : []),
     ]),
+    ...b.models.flatMap((name) =>
+      results[`rollout:${name}`]
+        ? [
+          "",
+          `Rollout vs raw generate, ${name} (bench/rollout_bench.ts): ${
+            JSON.stringify(results[`rollout:${name}`])
+          }`,
+        ]
+        : []
+    ),
     ...(results.score_mask
       ? ["", `Score + mask (bench/score_mask_bench.ts): ${JSON.stringify(results.score_mask)}`]
       : []),
