@@ -28,9 +28,11 @@ export interface WarmStartSettings {
   directFraction: number;
   /** Seed of the choice "direct or calculator" and of the wrong numbers. */
   seed: number;
-  /** Optimizer passes over the traces (train.num_iterations of the sft run). */
-  epochs: number;
-  /** Peak learning rate of the sft run. */
+  /** Optimizer steps, each on the next `tracesPerStep` traces (cycling through them). */
+  steps: number;
+  /** Traces per optimizer step: smaller batches buy more steps for the same time. */
+  tracesPerStep: number;
+  /** Learning rate of the sft run (constant). */
   lr: number;
 }
 
@@ -42,7 +44,7 @@ export interface DemoSettings {
 /** The demo's defaults (measured on 2 CPU cores: docs/demo.md). */
 export const DEMO_SETTINGS: DemoSettings = {
   model: { layers: 2, hidden: 64, heads: 4, kvHeads: 2, headDim: 16, intermediate: 128, seed: 0 },
-  warmStart: { traces: 256, directFraction: 0.6, seed: 1, epochs: 40, lr: 3e-3 },
+  warmStart: { traces: 256, directFraction: 0.6, seed: 1, steps: 200, tracesPerStep: 32, lr: 1e-2 },
 };
 
 /** The `writeRandomQwen3` options of a demo model with a vocabulary of `vocab` tokens. */

@@ -22,7 +22,9 @@ export type TracePlan = { kind: "tool" } | { kind: "direct"; answer: string };
 
 /** The assistant text of a calculator call, as Qwen3 writes tool calls (Hermes format). */
 export function calculatorCallText(expression: string): string {
-  return `<tool_call>\n${JSON.stringify({ name: "calculator", arguments: { expression } })}\n</tool_call>`;
+  // Spaced as the template's `tojson` writes it: {"name": "calculator", "arguments": {"expression": …}}.
+  const call = `{"name": "calculator", "arguments": {"expression": ${JSON.stringify(expression)}}}`;
+  return `<tool_call>\n${call}\n</tool_call>`;
 }
 
 /** The assistant text of a final answer. */

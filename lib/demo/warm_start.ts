@@ -8,7 +8,8 @@
  * @module
  */
 
-import { join } from "node:path";
+import { join, resolve } from "node:path";
+import { Progress } from "../stage/progress.ts";
 import { readStageFile } from "../arrow/read.ts";
 import type { Config } from "../config/schema.ts";
 import { mulberry32, randomInt } from "../data/random.ts";
@@ -34,13 +35,13 @@ export function wrongAnswer(answer: string, rng: () => number): string {
 
 /** Each task's trace: `direct` for a seeded share `directFraction` of them, else a calculator call. */
 export function tracePlans(tasks: readonly Task[], s: WarmStartSettings): Map<string, TracePlan> {
-  const rng = mulberry32(s.seed);
+  const [choice, numbers] = [mulberry32(s.seed), mulberry32(s.seed + 1)];
   const plans = new Map<string, TracePlan>();
   for (const task of tasks) {
-    const direct = rng() < s.directFraction;
+    const direct = choice() < s.directFraction;
     plans.set(
       task.id,
-      direct ? { kind: "direct", answer: wrongAnswer(task.answer!, rng) } : { kind: "tool" },
+      direct ? { kind: "direct", answer: wrongAnswer(task.answer!, numbers) } : { kind: "tool" },
     );
   }
   return plans;
@@ -59,11 +60,25 @@ export interface WarmStartInputs {
   dir: string;
 }
 
-/** Writes the warm start's traces as `dir/batch.arrow` (through rollout, score and mask); returns its path. */
-export async function writeWarmStartBatch(i: WarmStartInputs): Promise<string> {
+/**
+ * Writes the warm start's traces as batch files of `tracesPerStep` traces each (through rollout, score
+ * and mask: `dir/traces-NNN/{rollouts,batch}.arrow`); returns the batch files' paths.
+ */
+export async function writeWarmStartBatches(i: WarmStartInputs): Promise<string[]> {
   const tasks = i.tasks.slice(0, i.settings.traces);
   const plans = tracePlans(tasks, i.settings);
   const teacher = new TeacherPolicy(i.tokenizer, tasks, (task) => plans.get(task.id)!);
+  const paths: string[] = [];
+  for (let start = 0, k = 0; start < tasks.length; start += i.settings.tracesPerStep, k++) {
+    const dir = join(i.dir, `traces-${String(k).padStart(3, "0")}`);
+    const chunk = tasks.slice(start, start + i.settings.tracesPerStep);
+    paths.push(await writeTraceBatch(i, teacher, chunk, dir));
+  }
+  return paths;
+}
+
+/** One batch file of teacher traces for `tasks`, in `dir`. */
+async function writeTraceBatch(i: WarmStartInputs, teacher: TeacherPolicy, tasks: Task[], dir: string) {
   const { config } = i;
   const out = await rollout(teacher, i.tokenizer, tasks, {
     rollout: { ...config.rollout, group_size: 1 },
@@ -72,8 +87,8 @@ export async function writeWarmStartBatch(i: WarmStartInputs): Promise<string> {
     tools: i.tools,
     showProgress: false,
   });
-  await Deno.mkdir(i.dir, { recursive: true });
-  const rolloutsPath = join(i.dir, "rollouts.arrow");
+  await Deno.mkdir(dir, { recursive: true });
+  const rolloutsPath = join(dir, "rollouts.arrow");
   await writeStageFile(rolloutsPath, "rollouts", out.columns, {
     config_hash: i.configHash,
     model: config.model.path,
@@ -83,36 +98,60 @@ export async function writeWarmStartBatch(i: WarmStartInputs): Promise<string> {
     sampling: { ...out.sampling, source: "demo teacher" },
     seed: i.settings.seed,
   });
-  const sandbox = {
-    kind: config.rollout.tools.sandbox,
-    unsafeNoSandbox: config.rollout.tools.unsafe_no_sandbox,
-  };
+  const { tools: t } = config.rollout;
   const scored = await score(await readStageFile(rolloutsPath, "rollouts"), {
     config: config.score,
-    sandbox,
+    sandbox: { kind: t.sandbox, unsafeNoSandbox: t.unsafe_no_sandbox },
     configHash: i.configHash,
   });
   const batch = mask(scored.table, { config: config.mask, configHash: i.configHash });
-  const batchPath = join(i.dir, "batch.arrow");
+  const batchPath = join(dir, "batch.arrow");
   await writeTable(batchPath, "batch", batch.table);
   return batchPath;
 }
 
-/** The warm start: traces, then `settings.epochs` sft passes; returns the adapter checkpoint. */
-export async function warmStart(i: WarmStartInputs): Promise<TrainResult> {
-  const batchPath = await writeWarmStartBatch(i);
-  const config: Config = {
-    ...i.config,
-    model: { ...i.config.model, adapter: null },
+/** Called after each warm-start step with its number (1-based), the step count and the loss. */
+export type WarmStartProgress = (step: number, steps: number, loss: number) => void;
+
+/**
+ * The warm start: traces, then `settings.steps` sft steps, each on the next batch file of traces (one
+ * train stage call per step, continuing the adapter and its optimizer state); returns the last checkpoint,
+ * moved to `dir/adapter`.
+ */
+export async function warmStart(i: WarmStartInputs, onStep?: WarmStartProgress): Promise<TrainResult> {
+  const batches = await Promise.all(
+    (await writeWarmStartBatches(i)).map((path) => readStageFile(path, "batch")),
+  );
+  const s = i.settings;
+  const quiet = new Progress({ write: () => {}, isTerminal: false });
+  let result: TrainResult | undefined;
+  for (let step = 0; step < s.steps; step++) {
+    const config = sftConfig(i.config, s, result?.out ?? null);
+    // Two directories in turn: the stage never writes over the adapter it continues from.
+    const out = join(i.dir, `adapter-${step % 2}`);
+    const options = { ...trainOptionsOf(config, i.configHash, out, { overwrite: true }), progress: quiet };
+    result = await train(batches[step % batches.length], options);
+    onStep?.(step + 1, s.steps, result.metrics.at(-1)!.loss);
+  }
+  if (!result) throw new Error("warmStart: settings.steps must be at least 1");
+  const final = join(i.dir, "adapter");
+  await Deno.remove(final, { recursive: true }).catch(() => {});
+  await Deno.rename(result.out, final);
+  return { ...result, out: resolve(final) };
+}
+
+/** The run's configuration turned into one sft step continuing from `adapter`. */
+function sftConfig(c: Config, s: WarmStartSettings, adapter: string | null): Config {
+  return {
+    ...c,
+    model: { ...c.model, adapter },
     train: {
-      ...i.config.train,
-      num_iterations: i.settings.epochs,
-      loss: { ...i.config.train.loss, aggregation: "sft", beta: 0 },
-      optimizer: { ...i.config.train.optimizer, lr: i.settings.lr },
-      schedule: { ...i.config.train.schedule, name: "constant", warmup_steps: 0 },
+      ...c.train,
+      num_iterations: 1,
+      loss: { ...c.train.loss, aggregation: "sft", beta: 0 },
+      optimizer: { ...c.train.optimizer, lr: s.lr },
+      schedule: { ...c.train.schedule, name: "constant", warmup_steps: 0 },
     },
-    loop: { ...i.config.loop, steps: 1 },
+    loop: { ...c.loop, steps: s.steps },
   };
-  const options = trainOptionsOf(config, i.configHash, join(i.dir, "adapter"), { overwrite: true });
-  return await train(await readStageFile(batchPath, "batch"), options);
 }

@@ -1,0 +1,117 @@
+/**
+ * The demo's pieces before GRPO: the model directory (pruned Qwen3 tokenizer, matching vocabulary and
+ * special ids), the teacher's traces through the real rollout (calculator calls with the task's
+ * expression, the tool's exact result, direct wrong answers in the planned share), the warm-start
+ * batch's loss mask (assistant turns only, never the tool response), and the held-out split.
+ */
+
+import assert from "node:assert/strict";
+import { join } from "node:path";
+import { readStageFile } from "../lib/arrow/read.ts";
+import { loadConfig } from "../lib/config/mod.ts";
+import { generateArithmeticTasks } from "../lib/data/arithmetic.ts";
+import { splitHeldOut } from "../lib/demo/evaluate.ts";
+import { buildDemoModel } from "../lib/demo/model.ts";
+import { DEMO_SETTINGS } from "../lib/demo/settings.ts";
+import { tracePlans, writeWarmStartBatches } from "../lib/demo/warm_start.ts";
+import { loadTokenizer } from "../lib/model/tokenizer.ts";
+import { loadTools, toolSpecs } from "../lib/tools/registry.ts";
+
+const tasks = generateArithmeticTasks({
+  numTasks: 24,
+  seed: 3,
+  minOperands: 2,
+  maxOperands: 2,
+  maxValue: 99,
+});
+
+async function setup() {
+  const { config, hash } = await loadConfig({ file: "configs/demo.yaml" });
+  const tools = await loadTools(config.rollout.tools);
+  const root = await Deno.makeTempDir();
+  const model = join(root, "model");
+  const built = await buildDemoModel(model, { ...DEMO_SETTINGS.model, layers: 1, hidden: 32, headDim: 8 }, {
+    tasks,
+    systemPrompt: config.data.system_prompt,
+    tools: toolSpecs([...tools.values()]),
+  });
+  config.model.path = model;
+  return { config, hash, tools, root, model, built, tokenizer: await loadTokenizer(model) };
+}
+
+Deno.test("buildDemoModel writes a Qwen3 whose vocabulary is the pruned tokenizer's, with its special ids", async () => {
+  const { model, built, tokenizer } = await setup();
+  const config = JSON.parse(await Deno.readTextFile(join(model, "config.json")));
+  assert.equal(config.vocab_size, built.vocab);
+  assert.ok(built.vocab < 1000, `vocab ${built.vocab}`);
+  assert.equal(config.eos_token_id, tokenizer.eosTokenId);
+  assert.equal(config.bos_token_id, tokenizer.special.endOfText);
+  await assert.rejects(() =>
+    buildDemoModel(model, DEMO_SETTINGS.model, { tasks, systemPrompt: null, tools: [] })
+  );
+});
+
+Deno.test("tracePlans answers directly in about the planned share, with wrong numbers", () => {
+  const many = generateArithmeticTasks({
+    numTasks: 400,
+    seed: 1,
+    minOperands: 2,
+    maxOperands: 2,
+    maxValue: 99,
+  });
+  const plans = tracePlans(many, { ...DEMO_SETTINGS.warmStart, directFraction: 0.4 });
+  const direct = many.filter((t) => plans.get(t.id)!.kind === "direct");
+  assert.ok(Math.abs(direct.length / many.length - 0.4) < 0.07, `${direct.length} direct`);
+  for (const t of direct) {
+    const plan = plans.get(t.id)!;
+    assert.ok(plan.kind === "direct" && plan.answer !== t.answer && Number.isInteger(Number(plan.answer)));
+  }
+});
+
+Deno.test("warm-start traces call the calculator with the task's expression and train on assistant turns only", async () => {
+  const { config, hash, tools, root, tokenizer } = await setup();
+  const settings = { ...DEMO_SETTINGS.warmStart, traces: 24, tracesPerStep: 16, directFraction: 0.5 };
+  const plans = tracePlans(tasks, settings);
+  const paths = await writeWarmStartBatches({
+    config,
+    configHash: hash,
+    tokenizer,
+    tools,
+    tasks,
+    settings,
+    dir: root,
+  });
+  assert.equal(paths.length, 2);
+  let rows = 0;
+  for (const path of paths) {
+    const batch = await readStageFile(path, "batch");
+    for (let i = 0; i < batch.rows; i++, rows++) {
+      const task = tasks[rows];
+      const tokens = [...batch.listAt("tokens", i)];
+      const mask = batch.listAt("loss_mask", i);
+      assert.deepEqual([...mask], [...batch.listAt("sampled", i)]);
+      const trained = tokenizer.decode(tokens.filter((_, t) => mask[t]));
+      const promptLen = batch.vector("prompt_len").get(i) as number;
+      const rest = tokens.filter((_, t) => t >= promptLen && !mask[t]);
+      const untrained = rest.length ? tokenizer.decode(rest) : "";
+      if (plans.get(task.id)!.kind === "tool") {
+        assert.ok(trained.includes(`"expression": "${task.meta!.expression}"`), trained);
+        assert.ok(trained.endsWith(`Final answer: ${task.answer}<|im_end|>`), trained);
+        assert.ok(untrained.includes(`<tool_response>\n${task.answer}\n</tool_response>`), untrained);
+        assert.ok(!trained.includes("<tool_response>"));
+        assert.equal(batch.vector("correct").get(i), true);
+      } else {
+        assert.ok(/^Final answer: -?\d+<\|im_end\|>$/.test(trained), trained);
+        assert.equal(batch.vector("correct").get(i), false);
+      }
+    }
+  }
+  assert.equal(rows, 24);
+});
+
+Deno.test("splitHeldOut holds out the last tasks and refuses a split that leaves no training task", () => {
+  const { train, heldOut } = splitHeldOut(tasks, 10);
+  assert.deepEqual([...train, ...heldOut], tasks);
+  assert.equal(heldOut.length, 10);
+  assert.throws(() => splitHeldOut(tasks, 24), /held-out/);
+});
