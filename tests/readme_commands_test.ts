@@ -51,7 +51,7 @@ function taskCommand(line: string): [string, string[]] | null {
 /** `--a.b=value` tokens in `text` (backticks and trailing punctuation removed), placeholders skipped. */
 function overridesIn(text: string): Array<[string, string]> {
   const found: Array<[string, string]> = [];
-  for (const m of text.matchAll(/--([a-z_][\w]*(?:\.[\w]+)+)=([^\s`'",)]+)/g)) {
+  for (const m of text.matchAll(/--([a-z_][\w]*(?:\.[\w]+)+)=(\[[^\]\s]*\]|[^\s`'",)\]]+)/g)) {
     const [key, value] = [m[1], m[2].replace(/[.;:]$/, "")];
     if (PLACEHOLDER_KEYS.has(key) || /^[A-Z]+$/.test(value)) continue;
     found.push([key, value]);

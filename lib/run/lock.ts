@@ -43,12 +43,15 @@ async function ownerOf(path: string): Promise<number | null> {
   }
 }
 
-/** Whether a process with this pid exists (Linux: /proc/<pid>). */
+/**
+ * Whether a process with this pid exists: `kill -0` (the stages may run subprocesses; reading /proc
+ * would need Deno's --allow-all).
+ */
 function isAlive(pid: number): boolean {
   try {
-    Deno.statSync(`/proc/${pid}`);
-    return true;
+    return new Deno.Command("kill", { args: ["-0", String(pid)], stderr: "null", stdout: "null" }).outputSync()
+      .success;
   } catch {
-    return false;
+    return true; // cannot tell: never take over a lock that may be held
   }
 }
