@@ -43,7 +43,7 @@ export interface DemoSettings {
 
 /** The demo's defaults (measured on 2 CPU cores: docs/demo.md). */
 export const DEMO_SETTINGS: DemoSettings = {
-  model: { layers: 2, hidden: 64, heads: 4, kvHeads: 2, headDim: 16, intermediate: 128, seed: 0 },
+  model: { layers: 2, hidden: 128, heads: 4, kvHeads: 2, headDim: 32, intermediate: 256, seed: 0 },
   warmStart: { traces: 256, directFraction: 0.6, seed: 1, steps: 200, tracesPerStep: 32, lr: 1e-2 },
 };
 
