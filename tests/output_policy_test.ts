@@ -98,7 +98,10 @@ async function writers(batch: string) {
       hasInput: true,
     },
     { name: "make-model", script: "tools/make_model.ts", args: [], hasInput: false },
-    { name: "mask (stub)", script: "stages/mask.ts", args: ["--in", batch], hasInput: true },
+    { name: "rollout", script: "stages/rollout.ts", args: [`--model.path=${model}`], hasInput: false },
+    { name: "score", script: "stages/score.ts", args: ["--in", batch], hasInput: true },
+    { name: "mask", script: "stages/mask.ts", args: ["--in", batch], hasInput: true },
+    { name: "eval", script: "stages/eval.ts", args: [`--model.path=${model}`], hasInput: false },
   ];
 }
 
