@@ -231,7 +231,8 @@ export async function adapterHash(adapter: Adapter, cfg: Qwen3Config): Promise<s
   return await sha256Hex(bytes);
 }
 
-function checkTokens(seq: readonly number[], i: number, vocab: number, allowEmpty = false): void {
+/** Throws a RangeError naming sequence `i` unless every token is an id of the vocabulary. */
+export function checkTokens(seq: readonly number[], i: number, vocab: number, allowEmpty = false): void {
   if (!allowEmpty && seq.length === 0) {
     throw new RangeError(`sequence ${i} is empty; give at least one token`);
   }

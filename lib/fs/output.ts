@@ -161,7 +161,8 @@ function article(kind: string): string {
   return kind;
 }
 
-function parseKind(text: string): string | null {
+/** The `kind` of a manifest or marker file's JSON text (null when it has none). */
+export function parseKind(text: string): string | null {
   try {
     const kind = JSON.parse(text)?.kind;
     return typeof kind === "string" ? kind : null;

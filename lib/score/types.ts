@@ -11,20 +11,14 @@
  */
 
 import type { Task } from "../data/task.ts";
+import type { ToolCallRecord as DispatchRecord } from "../rollout/dispatch.ts";
 import type { Sandbox } from "./sandbox_api.ts";
 
-/** One tool call of an episode, as the rollout stage recorded it in `tool_calls`. */
-export interface ToolCallRecord {
-  /** 1-based assistant turn that made the call. */
-  turn: number;
-  name: string;
-  /** Arguments as JSON text. */
-  arguments: string;
-  /** One of lib/tools/types.ts TOOL_CALL_STATUSES. */
-  status: string;
-  output: string;
-  ms: number;
-}
+/**
+ * One tool call of an episode, as the rollout stage recorded it in `tool_calls` (lib/rollout/dispatch.ts);
+ * read back from a file, its status is any string (files may come from elsewhere).
+ */
+export type ToolCallRecord = Omit<DispatchRecord, "status"> & { status: string };
 
 /** A decoded chat message of the `messages` column. */
 export interface EpisodeMessage {

@@ -16,6 +16,7 @@
  * @module
  */
 
+import { checkTokens } from "../engine/local_policy.ts";
 import type { Qwen3Config } from "../model/hf_config.ts";
 import { readQwen3Config } from "../model/hf_config.ts";
 import type { Adapter } from "../model/lora.ts";
@@ -273,16 +274,5 @@ export class ServerPolicy implements Policy {
     this.#stats.decodeTokens += sampled;
     this.#stats.decodeSteps += sampled;
     this.#stats.decodeMs += ms;
-  }
-}
-
-function checkTokens(seq: readonly number[], i: number, vocab: number, allowEmpty = false): void {
-  if (!allowEmpty && seq.length === 0) {
-    throw new RangeError(`sequence ${i} is empty; give at least one token`);
-  }
-  for (const t of seq) {
-    if (!Number.isInteger(t) || t < 0 || t >= vocab) {
-      throw new RangeError(`sequence ${i}: token ${t} is outside the vocabulary 0..${vocab - 1}`);
-    }
   }
 }

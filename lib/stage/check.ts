@@ -10,6 +10,7 @@
  * @module
  */
 
+import { parseKind } from "../fs/output.ts";
 import { join } from "node:path";
 import { UserError } from "../errors.ts";
 import { readTextIfExists } from "../fs/read.ts";
@@ -34,7 +35,7 @@ export async function checkInputFile(flag: string, path: string, kind?: StageKin
     });
   }
   const manifest = await readTextIfExists(`${path}.manifest.json`);
-  const found = manifest === null ? null : manifestKind(manifest);
+  const found = manifest === null ? null : parseKind(manifest);
   if (found === null) {
     throw new UserError(`${flag} ${path}`, {
       why:
@@ -84,15 +85,6 @@ async function checkDirWith(
     ? `it has no ${file}, so it is not ${expect.what}`
     : null;
   if (why) throw new UserError(name, { value: path, why, fix: expect.fix });
-}
-
-function manifestKind(text: string): string | null {
-  try {
-    const kind = JSON.parse(text)?.kind;
-    return typeof kind === "string" ? kind : null;
-  } catch {
-    return null;
-  }
 }
 
 async function statOrNull(path: string): Promise<Deno.FileInfo | null> {
