@@ -6,11 +6,15 @@
  * `main` that reads, calls, writes and prints a one-line summary. Estimators: lib/advantages/,
  * docs/advantages.md; loss masks: lib/mask/.
  *
+ * `--in` may repeat or be a quoted glob: the scored files (e.g. rollout shards of one step) are read as
+ * one, concatenated in the order given, after checking they come from one policy version and
+ * configuration (lib/arrow/merge.ts, docs/serving.md "Shards").
+ *
  * @module
  */
 
 import type { Table } from "apache-arrow";
-import { readStageFile } from "../lib/arrow/read.ts";
+import { readStageFiles } from "../lib/arrow/merge.ts";
 import type { StageFile } from "../lib/arrow/stage_file.ts";
 import { runStageMain, type StageArgs } from "../lib/stage/cli.ts";
 import { maskColumns, type MaskOptions, type MaskSummary, maskSummaryLine } from "../lib/mask/mask_table.ts";
@@ -32,7 +36,7 @@ export function mask(
 
 async function main(args: StageArgs): Promise<void> {
   pickEstimator(args.config.mask.estimator); // refuses gae before any reading
-  const scored = await readStageFile(args.input!, "scored");
+  const scored = await readStageFiles(args.inputs, "scored");
   const { table, summary } = mask(scored, { config: args.config.mask, configHash: args.configHash });
   await writeTable(args.output!, "batch", table);
   console.log(maskSummaryLine(summary));
@@ -44,6 +48,7 @@ if (import.meta.main) {
     summary: "Adds loss_mask and per-token advantages (GRPO, Dr. GRPO, RLOO, MT-GRPO) to scored.arrow, " +
       "writing batch.arrow.",
     needsInput: true,
+    manyInputs: true,
     needsOutput: true,
     output: { kind: "stage-file", fileKind: "batch" },
     run: main,

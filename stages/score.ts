@@ -5,11 +5,15 @@
  * The stage is a pure function (`score`, exported from mod.ts for notebooks and the loop) plus a thin
  * `main` that reads, calls, writes and prints a one-line summary. Rewards: lib/score/, docs/rewards.md.
  *
+ * `--in` may repeat or be a quoted glob: the rollouts files (e.g. rollout shards of one step) are read as
+ * one, concatenated in the order given, after checking they come from one policy version and
+ * configuration (lib/arrow/merge.ts, docs/serving.md "Shards").
+ *
  * @module
  */
 
 import type { Table } from "apache-arrow";
-import { readStageFile } from "../lib/arrow/read.ts";
+import { readStageFiles } from "../lib/arrow/merge.ts";
 import type { StageFile } from "../lib/arrow/stage_file.ts";
 import { runStageMain, type StageArgs } from "../lib/stage/cli.ts";
 import {
@@ -34,7 +38,7 @@ export async function score(
 }
 
 async function main(args: StageArgs): Promise<void> {
-  const rollouts = await readStageFile(args.input!, "rollouts");
+  const rollouts = await readStageFiles(args.inputs, "rollouts");
   const { tools } = args.config.rollout;
   const { table, summary } = await score(rollouts, {
     config: args.config.score,
@@ -51,6 +55,7 @@ if (import.meta.main) {
     summary: "Adds rewards (reward, reward_<name>, status_<name>, turn_rewards, turn_reward, correct) " +
       "to rollouts.arrow, writing scored.arrow.",
     needsInput: true,
+    manyInputs: true,
     needsOutput: true,
     output: { kind: "stage-file", fileKind: "scored" },
     run: main,

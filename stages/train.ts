@@ -11,10 +11,14 @@
  * train.lora, and a checkpoint saved on another base model is refused — both before the model loads.
  *
  * The stage is a pure function over the batch (`train`, exported from mod.ts) plus a thin `main`.
+ *
+ * `--in` may repeat or be a quoted glob: the batch files (e.g. rollout shards of one step) are read as one,
+ * concatenated in the order given, after checking they come from one policy version and configuration
+ * (lib/arrow/merge.ts, docs/serving.md "Shards").
  */
 
 import { join, resolve } from "node:path";
-import { readStageFile } from "../lib/arrow/read.ts";
+import { readStageFiles } from "../lib/arrow/merge.ts";
 import type { StageFile } from "../lib/arrow/stage_file.ts";
 import { writeStageFile } from "../lib/arrow/write.ts";
 import type { Config, ModelConfig, TrainConfig } from "../lib/config/schema.ts";
@@ -254,6 +258,7 @@ if (import.meta.main) {
     summary:
       "Trains the LoRA adapter on batch.arrow; writes a checkpoint directory (PEFT adapter, optimizer state, metrics.arrow).",
     needsInput: true,
+    manyInputs: true,
     needsOutput: true,
     input: "batch",
     output: { kind: "adapter-dir" },
@@ -268,7 +273,7 @@ if (import.meta.main) {
       "deno task train --in runs/x/batch.arrow --out runs/x/adapter --overwrite --train.lora.targets=[q,v]",
     ],
     run: async (args) => {
-      const batch = await readStageFile(args.input!, "batch");
+      const batch = await readStageFiles(args.inputs, "batch");
       const options = trainOptionsOf(args.config, args.configHash, args.output!, {
         overwrite: args.overwrite,
       });

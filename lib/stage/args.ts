@@ -16,14 +16,16 @@ export interface CommandLineSpec {
   command: string;
   string?: string[];
   boolean?: string[];
+  /** Value flags that may repeat (their values come back in `lists`). */
+  multiple?: string[];
 }
 
 /** Parses `argv`; refuses unknown flags and positional arguments with one line naming them. */
 export function parseCommandLine(argv: string[], spec: CommandLineSpec): ParsedFlags {
-  const joined = joinDashValues(argv, spec.string ?? []);
+  const joined = joinDashValues(argv, [...(spec.string ?? []), ...(spec.multiple ?? [])]);
   let parsed: ParsedFlags;
   try {
-    parsed = parseArgs(joined, { string: spec.string, boolean: spec.boolean });
+    parsed = parseArgs(joined, { string: spec.string, boolean: spec.boolean, multiple: spec.multiple });
   } catch (error) {
     throw new UserError(`${spec.command}: bad command line`, {
       why: explain((error as Error).message),

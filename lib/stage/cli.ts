@@ -4,6 +4,8 @@
  *
  * For a new stage, declare in its `StageSpec`:
  * - `input`: the kind of stage file `--in` must be (checked: exists, a file, its manifest names the kind);
+ * - `manyInputs`: `--in` may repeat or be a glob (lib/fs/glob.ts); every file is checked and the list
+ *   comes in `args.inputs` (read them as one with lib/arrow/merge.ts `readStageFiles`);
  * - `output`: what `--out` is (`{ kind: "stage-file", fileKind: "scored" }`, `{ kind: "adapter-dir" }`,
  *   `{ kind: "run-dir" }`, `{ kind: "model-dir" }`, `{ kind: "html" }`); `runStageMain` applies the
  *   output policy of docs/outputs.md before `run` (refuses `.`, inputs, foreign files; an existing
@@ -25,6 +27,7 @@ import { configHelp, DEFAULT_CONFIG_FILE, loadConfig } from "../config/load.ts";
 import type { Config } from "../config/schema.ts";
 import type { StageKind } from "../arrow/kinds.ts";
 import { checkOutputPath, type OutputSpec } from "../fs/output.ts";
+import { expandPaths } from "../fs/glob.ts";
 import { parseCommandLine } from "./args.ts";
 import { checkAdapterDir, checkInputFile, checkModelDir } from "./check.ts";
 import { ensureDefaultModel } from "../model/default_model.ts";
@@ -41,6 +44,8 @@ export interface StageArgs {
   /** Named flags other than the common ones. */
   flags: Record<string, string | boolean | undefined>;
   input?: string;
+  /** Every `--in` file, globs expanded, in order (`[input]` for a stage without `manyInputs`). */
+  inputs: string[];
   output?: string;
   /** `--overwrite`: an existing output of ours may be replaced (already checked by runStageMain). */
   overwrite?: boolean;
@@ -63,6 +68,8 @@ export interface StageSpec {
   needsOutput?: boolean;
   /** The kind of stage file --in must be. */
   input?: StageKind;
+  /** Whether --in may be given more than once or as a glob (the files are read as one, in order). */
+  manyInputs?: boolean;
   /** What --out is; without it --out is checked only by the common rules for a stage file. */
   output?: OutputSpec;
   /** Whether the stage loads the model (`model.path`, `model.adapter` checked before run). */
@@ -72,7 +79,7 @@ export interface StageSpec {
   run(args: StageArgs): Promise<void>;
 }
 
-const COMMON_STRING = ["in", "out", "config"];
+const COMMON_STRING = ["out", "config"];
 const COMMON_BOOLEAN = ["help", "debug", "overwrite", "print-config"];
 
 /** Thrown by a stage whose body a later issue will write: exits 2, writes nothing. */
@@ -93,7 +100,8 @@ export function stageHelp(spec: StageSpec): string {
     spec.summary,
     "",
     "Flags:",
-    "  --in FILE        input stage file" + (spec.needsInput ? " (required)" : ""),
+    "  --in FILE        input stage file" + (spec.needsInput ? " (required)" : "") +
+    (spec.manyInputs ? "; repeat it, or quote a glob, to read several as one (in that order)" : ""),
     "  --out PATH       output file or directory" + (spec.needsOutput ? " (required)" : ""),
     "  --overwrite      replace an existing output written earlier by this toolkit (never anything else)",
     "  --config FILE    configuration file (default: the repository's config.yaml)",
@@ -130,10 +138,11 @@ export async function runStageMain(spec: StageSpec, argv: string[] = Deno.args):
  */
 export async function prepareStage(spec: StageSpec, argv: string[]): Promise<StageArgs | "done"> {
   const command = `deno task ${spec.name}`;
-  const { values, overrides } = parseCommandLine(argv, {
+  const { values, lists, overrides } = parseCommandLine(argv, {
     command,
     string: [...COMMON_STRING, ...(spec.stringFlags ?? []), ...Object.keys(spec.configFlags ?? {})],
     boolean: [...COMMON_BOOLEAN, ...(spec.booleanFlags ?? [])],
+    multiple: ["in"],
   });
   if (values.help) {
     console.log(stageHelp(spec));
@@ -148,11 +157,13 @@ export async function prepareStage(spec: StageSpec, argv: string[]): Promise<Sta
     console.log(`# config hash ${hash}\n${stringify(config)}`);
     return "done";
   }
+  const inputs = await inputPaths(spec, lists.in ?? []);
   const args: StageArgs = {
     config,
     configHash: hash,
     flags: values,
-    input: values.in as string | undefined,
+    input: inputs[0],
+    inputs,
     output: values.out as string | undefined,
     overwrite: values.overwrite === true,
   };
@@ -164,7 +175,7 @@ export async function prepareStage(spec: StageSpec, argv: string[]): Promise<Sta
 async function checkArguments(spec: StageSpec, args: StageArgs, configFile: string): Promise<void> {
   if (spec.needsInput && !args.input) missingFlag(spec.name, "--in FILE");
   if (spec.needsOutput && !args.output) missingFlag(spec.name, "--out PATH");
-  if (args.input) await checkInputFile("--in", args.input, spec.input);
+  for (const input of args.inputs) await checkInputFile("--in", input, spec.input);
   const { model } = args.config;
   if (spec.usesModel) {
     await ensureDefaultModel(model.path, (line) => progress.log(line));
@@ -173,10 +184,23 @@ async function checkArguments(spec: StageSpec, args: StageArgs, configFile: stri
   }
   if (args.output) {
     await checkOutputPath(args.output, spec.output ?? { kind: "stage-file", fileKind: "unknown" }, {
-      inputs: [args.input, configFile, spec.usesModel ? model.path : null, model.adapter],
+      inputs: [...args.inputs, configFile, spec.usesModel ? model.path : null, model.adapter],
       overwrite: args.overwrite,
     });
   }
+}
+
+/** The `--in` paths: globs expanded when the stage takes several, else at most one, taken literally. */
+async function inputPaths(spec: StageSpec, given: string[]): Promise<string[]> {
+  if (spec.manyInputs) return await expandPaths("--in", given);
+  if (given.length > 1) {
+    throw new UserError(`deno task ${spec.name}: --in`, {
+      value: given.join(" "),
+      why: "this stage reads one input file",
+      fix: "pass --in once",
+    });
+  }
+  return given;
 }
 
 /**

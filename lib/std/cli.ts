@@ -9,11 +9,15 @@ export interface FlagSpec {
   string?: string[];
   /** Flags that are on or off (`--help`). */
   boolean?: string[];
+  /** Value flags that may be given more than once (`--in a --in b`): all values go to `lists`. */
+  multiple?: string[];
 }
 
 export interface ParsedFlags {
   /** Named flags with values; repeated flags keep the last value. */
   values: Record<string, string | boolean | undefined>;
+  /** Every value of each `multiple` flag given, in order. */
+  lists: Record<string, string[]>;
   /** `--section.key=value` overrides, in order of appearance. */
   overrides: Array<[string, string]>;
   /** Positional arguments. */
@@ -38,9 +42,18 @@ export function parseArgs(args: string[], spec: FlagSpec): ParsedFlags {
     if (value === undefined) throw new Error(`override --${dotted[1]} needs a value: --${dotted[1]}=VALUE`);
     overrides.push([dotted[1], value]);
   }
-  const options: Record<string, { type: "string" | "boolean" }> = {};
+  const options: Record<string, { type: "string" | "boolean"; multiple?: boolean }> = {};
   for (const name of spec.string ?? []) options[name] = { type: "string" };
   for (const name of spec.boolean ?? []) options[name] = { type: "boolean" };
+  for (const name of spec.multiple ?? []) options[name] = { type: "string", multiple: true };
   const parsed = nodeParseArgs({ args: rest, options, allowPositionals: true, strict: true });
-  return { values: parsed.values as ParsedFlags["values"], overrides, positionals: parsed.positionals };
+  const values = parsed.values as Record<string, string | string[] | boolean | undefined>;
+  const lists: Record<string, string[]> = {};
+  for (const name of spec.multiple ?? []) {
+    const list = values[name];
+    if (!Array.isArray(list)) continue;
+    lists[name] = list;
+    values[name] = list.at(-1);
+  }
+  return { values: values as ParsedFlags["values"], lists, overrides, positionals: parsed.positionals };
 }
