@@ -129,6 +129,7 @@ export class ChatTokenizer {
 
   /** Text of `ids`; special tokens are kept unless `skipSpecialTokens`. */
   decode(ids: readonly number[], options: { skipSpecialTokens?: boolean } = {}): string {
+    if (ids.length === 0) return ""; // transformers.js refuses an empty list (a turn that stopped at once)
     return this.#hf.decode([...ids], { skip_special_tokens: options.skipSpecialTokens ?? false });
   }
 
