@@ -19,7 +19,7 @@ The model (Hugging Face Qwen3, no transformers package): embed → per layer
 → model.norm → head (lm_head, or embed_tokens when tied). LoRA (PEFT): W' = W + (alpha/r)·B·A on the
 chosen projections; base weights frozen, only A and B are trained.
 
-Loss: DESIGN.md "The objective", token_mean, beta = 0, eps_low = eps_high = 0.2:
+Loss: docs/DESIGN.md "The objective", token_mean, beta = 0, eps_low = eps_high = 0.2:
   lp = log_softmax(logits / temperature)[next token], r = exp(lp - old),
   pg = -min(r·A, clip(r, 1-eps, 1+eps)·A), L = Σ m·pg / Σ m.
 Choices and deviations

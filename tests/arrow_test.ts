@@ -1,7 +1,7 @@
 /**
  * The Arrow stage-file contract: round trips of every kind (empty lists, tool-call structs, emoji,
  * zero rows), flat list columns, atomic writes under SIGKILL, and one-line UserErrors naming the file
- * or column for truncated, corrupted, mislabelled and mistyped files (RELIABILITY.md items 26-29).
+ * or column for truncated, corrupted, mislabelled and mistyped files (docs/RELIABILITY.md items 26-29).
  */
 import assert from "node:assert/strict";
 import { join } from "node:path";

@@ -72,7 +72,7 @@ Deno.test("runToolCalls() runs a good call and records it as the model wrote it"
   assert.ok(record.ms >= 0);
 });
 
-// RELIABILITY 14: nothing runs, and the model is told what was wrong and how to call.
+// docs/RELIABILITY.md item 14: nothing runs, and the model is told what was wrong and how to call.
 Deno.test("an unparseable call runs nothing and the model gets the reason and the format", async () => {
   const echo = echoTool();
   const parsed = parseToolCalls('<tool_call>\n{"name": "echo", "arguments": {"text": "h');
@@ -85,7 +85,7 @@ Deno.test("an unparseable call runs nothing and the model gets the reason and th
   assert.match(record.output, /"name": <tool name>, "arguments"/);
 });
 
-// RELIABILITY 16
+// docs/RELIABILITY.md item 16
 Deno.test("an unknown tool and wrong argument types get their own statuses and messages", async () => {
   const echo = echoTool();
   const records = await runToolCalls(
@@ -102,7 +102,7 @@ Deno.test("an unknown tool and wrong argument types get their own statuses and m
   );
 });
 
-// RELIABILITY 19
+// docs/RELIABILITY.md item 19
 Deno.test("100 calls in a turn: only maxCallsPerTurn run, the rest are tool_budget_exceeded", async () => {
   const echo = echoTool();
   const many = calls(...Array.from({ length: 100 }, (_, i) => echoCall(`c${i}`)));
@@ -220,7 +220,8 @@ Deno.test("output past maxOutputChars is cut with a marker and output_truncated"
   assert.equal(error.status, "tool_error");
 });
 
-// RELIABILITY 18: what is stored and shown is valid UTF-8 that round-trips through Arrow byte for byte.
+// docs/RELIABILITY.md item 18: what is stored and shown is valid UTF-8 that round-trips through Arrow
+// byte for byte.
 Deno.test("records are sanitized and round-trip through an Arrow utf8 column byte-stable", async () => {
   const dirty = fakeTool("dirty", () => Promise.resolve("a\ud800b\u0000c\u202ed\ud83d\ude00"));
   const records = await runToolCalls(
@@ -244,7 +245,7 @@ Deno.test("records are sanitized and round-trip through an Arrow utf8 column byt
   }
 });
 
-// RELIABILITY 11
+// docs/RELIABILITY.md item 11
 Deno.test("20 concurrent calls run under the limiter's bound and all finish", async () => {
   const limiter = new Limiter(3);
   let active = 0;

@@ -68,7 +68,7 @@ Deno.test("a <tool_call> inside <think> is reasoning, not a call; an unclosed <t
   assert.equal(expectOk(block('{"name": "a", "arguments": {}}')).name, "a");
 });
 
-// RELIABILITY 14
+// docs/RELIABILITY.md item 14
 Deno.test("truncated JSON or an unclosed <tool_call> at max tokens is invalid_tool_call", () => {
   expectInvalid('<tool_call>\n{"name": "calculator", "arguments": {"expr', "not complete");
   expectInvalid('<tool_call>\n{"name": "calculator", "arguments": {}}', "</tool_call> is missing");
@@ -82,7 +82,7 @@ Deno.test("a bad block does not swallow the next good one", () => {
   assert.deepEqual(calls.map((c) => c.ok), [false, true]);
 });
 
-// RELIABILITY 15
+// docs/RELIABILITY.md item 15
 Deno.test("</tool_call> inside a JSON string argument is parsed as part of the string", () => {
   const code = 'print("</tool_call>")\nprint("\\"}")';
   const json = JSON.stringify({ name: "execute_code", arguments: { code } });
@@ -90,7 +90,7 @@ Deno.test("</tool_call> inside a JSON string argument is parsed as part of the s
   assert.equal(call.arguments.code, code);
 });
 
-// RELIABILITY 16
+// docs/RELIABILITY.md item 16
 Deno.test("duplicate keys are an error naming the key, at any depth", () => {
   expectInvalid(block('{"name": "a", "name": "b", "arguments": {}}'), 'duplicate key "name"');
   expectInvalid(block('{"name": "a", "arguments": {"x": 1, "x": 2}}'), 'duplicate key "x"');
@@ -112,7 +112,7 @@ Deno.test("a call needs a name and has no other keys; missing arguments mean {}"
   assert.deepEqual(Object.keys(expectOk(block('{"name": "now"}')).arguments), []);
 });
 
-// RELIABILITY 17
+// docs/RELIABILITY.md item 17
 Deno.test("__proto__ keys are plain data and change no prototype", () => {
   const call = expectOk(block('{"name": "a", "arguments": {"__proto__": {"polluted": true}, "x": 1}}'));
   assert.equal(Object.getPrototypeOf(call.arguments), null);
@@ -122,7 +122,7 @@ Deno.test("__proto__ keys are plain data and change no prototype", () => {
   assert.equal(call.arguments.toString, undefined, "no inherited members");
 });
 
-// RELIABILITY 18 (the storage side is in dispatch_test.ts)
+// docs/RELIABILITY.md item 18 (the storage side is in dispatch_test.ts)
 Deno.test("lone surrogates, NUL and bidi controls in arguments are rejected", () => {
   expectInvalid(block('{"name": "a", "arguments": {"s": "\\ud800"}}'), "lone surrogate");
   expectInvalid(block('{"name": "a", "arguments": {"s": "x\\u0000"}}'), "NUL");
@@ -135,7 +135,7 @@ Deno.test("lone surrogates, NUL and bidi controls in arguments are rejected", ()
   );
 });
 
-// RELIABILITY 20
+// docs/RELIABILITY.md item 20
 Deno.test("a multi-MB payload is rejected before parsing, quickly, and the next call still parses", () => {
   const huge = block(`{"name": "a", "arguments": {"s": "${"x".repeat(5_000_000)}"}}`);
   const started = performance.now();

@@ -59,7 +59,7 @@ export interface KindDecl {
   doc: string;
 }
 
-/** Episode statuses (RELIABILITY.md); `status` columns hold one of these. */
+/** Episode statuses (docs/RELIABILITY.md); `status` columns hold one of these. */
 export const EPISODE_STATUSES = [
   "ok",
   "tool_error",

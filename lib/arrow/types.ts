@@ -4,7 +4,7 @@
  *
  * Only the types the contract needs are supported: Bool, Int16, Int32, Uint8, Float32, Float64, Utf8,
  * List<numeric> and List<Struct<…>>. Strings are plain Utf8 (never dictionaries: separate
- * dictionaries per batch break Arrow JS's file writer, see ENGINE_FACTS.md).
+ * dictionaries per batch break Arrow JS's file writer, see docs/ENGINE_FACTS.md).
  *
  * @module
  */

@@ -1,7 +1,7 @@
 /**
  * `ChatTokenizer`: encode / decode, special-token ids, and chat rendering with the model's own template
  * (`tools`, `enable_thinking`), plus the token pieces an environment appends during a multi-turn rollout,
- * derived from the template itself (DESIGN.md "Token-in-token-out", rule 3).
+ * derived from the template itself (docs/DESIGN.md "Token in, token out", rule 3).
  *
  * @module
  */

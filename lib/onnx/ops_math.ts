@@ -231,7 +231,7 @@ function softmax(g: GraphBuilder, x: Value, axis = -1): Value {
 
 /**
  * LogSoftmax along `axis` (default last): onnxruntime's fused kernel, one pass. WebGPU has no kernel
- * for it (ENGINE_FACTS.md); compose.ts `logSoftmax` is the portable form.
+ * for it (docs/ENGINE_FACTS.md); compose.ts `logSoftmax` is the portable form.
  */
 function logSoftmax(g: GraphBuilder, x: Value, axis = -1): Value {
   return g.op("LogSoftmax", [x], { axis: attr.int(axis) }, { shape: x.shape });

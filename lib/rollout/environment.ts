@@ -3,8 +3,9 @@
  *
  * - `tools` (default): runs the turn's tool calls and feeds their results back; a turn without a tool
  *   call ends the episode (`stop_on_final_answer`) or gets `continue_prompt` as the next user message.
- * - `scripted` (seed 002's multi-step episodes): tool calls run as above; a turn without one gets the
- *   next user message of the task's script, and the task's stop phrase ends the episode early.
+ * - `scripted` (seed 002's multi-step episodes, see docs/DESIGN.md): tool calls run as above; a turn
+ *   without one gets the next user message of the task's script, and the task's stop phrase ends the
+ *   episode early.
  * - `module`: your own, from a TypeScript module (`rollout.environment.module`).
  *
  * An environment returns chat messages, never tokens: the episode loop renders them with the chat

@@ -1,8 +1,9 @@
 /**
- * The scripted multi-step environment (seed 002's 50-step episodes): after each assistant turn without a
- * tool call, the next user message comes from a script; a termination predicate can end the episode
- * early (`finish_reason` `env_done`); otherwise it runs until `max_turns` (`max_turns`). Tool calls in a
- * turn are answered by the tool environment, so a step may use tools before it answers.
+ * The scripted multi-step environment (seed 002's 50-step episodes, docs/DESIGN.md): after each
+ * assistant turn without a tool call, the next user message comes from a script; a termination predicate
+ * can end the episode early (`finish_reason` `env_done`); otherwise it runs until `max_turns`
+ * (`max_turns`). Tool calls in a turn are answered by the tool environment, so a step may use tools
+ * before it answers.
  *
  * The script is a function `(step, task) => message | null` (null: the script is over, the episode ends
  * with `env_done`), or — from the task itself, with no code — `task.meta.script`, a list of user

@@ -3,7 +3,7 @@
  * graph's micro-batches: aggregation weights over the whole optimizer batch, packing under a token
  * budget, and the one-position shift between a token and the row whose logits predict it.
  *
- * Aggregations (DESIGN.md), as a weight per token so that a micro-batch's loss is `Σ weight · l`:
+ * Aggregations (docs/DESIGN.md), as a weight per token so that a micro-batch's loss is `Σ weight · l`:
  *   token_mean               m / Σ m                         (over the whole batch)
  *   seq_mean_token_mean      m / (Σ_t m_i · E)               E = episodes with at least one masked token
  *   seq_mean_token_sum_norm  m / (N_episodes · max_response_tokens)     (Dr. GRPO)

@@ -1,6 +1,6 @@
 /**
  * The head and the per-token objective, fused per chunk of rows so that no `[tokens, vocab]` tensor
- * exists: a documented exception to "autodiff over everything" (STYLE.md 4), with its own tests.
+ * exists: a documented exception to "autodiff over everything" (docs/STYLE.md 3), with its own tests.
  *
  * For each chunk of C rows (an ONNX Loop; C divides N, so every iteration has the same shape):
  *   z    = (h · invT) Wᵀ                     [C, V]   logits at the sampling temperature

@@ -1,5 +1,5 @@
 /**
- * The per-token training objectives of DESIGN.md ("The objective"), as graph compositions. Each is a
+ * The per-token training objectives of docs/DESIGN.md ("The objective"), as graph compositions. Each is a
  * separate function picked once from config (`train.loss.aggregation`), never an `if` inside a loss.
  *
  *   r   = exp(lp - old)

@@ -1,5 +1,5 @@
 /**
- * DESIGN.md's training objective in plain float64 TypeScript, written from the formula alone (no
+ * The training objective of docs/DESIGN.md in plain float64 TypeScript, written from the formula alone (no
  * project code): the yardstick for the train graph's loss and, through finite differences over the
  * float64 reference model, its gradients.
  *

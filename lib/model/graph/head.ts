@@ -35,7 +35,7 @@ export type LogSoftmaxFn = (g: GraphBuilder, z: Value) => Value;
 
 /**
  * The log-softmax for an execution provider: onnxruntime's fused LogSoftmax (one pass) on CPU and CUDA,
- * `x - ReduceLogSumExp(x)` on WebGPU, which has no LogSoftmax kernel (ENGINE_FACTS.md).
+ * `x - ReduceLogSumExp(x)` on WebGPU, which has no LogSoftmax kernel (docs/ENGINE_FACTS.md).
  */
 export function logSoftmaxFor(ep: ExecutionProvider | undefined): LogSoftmaxFn {
   return ep === "webgpu" ? (g, z) => composedLogSoftmax(g, z) : (g, z) => OPS.LogSoftmax.emit(g, z, -1);

@@ -5,7 +5,7 @@
  * onnxruntime resolves external `location`s against one folder (the session option
  * `model_external_initializers_file_folder_path`) and rejects absolute paths and paths escaping it, so
  * every location is made relative to the deepest folder holding all the (symlink-resolved) shards.
- * The casts are constant-folded when the session loads (CPU has no bf16 kernels; ENGINE_FACTS.md):
+ * The casts are constant-folded when the session loads (CPU has no bf16 kernels; docs/ENGINE_FACTS.md):
  * expect float32 copies of the weights in RAM.
  *
  * @module
