@@ -135,6 +135,9 @@ export async function train(batch: StageFile, options: TrainOptions): Promise<Tr
         beta: c.loss.beta,
       },
       seed: c.seed,
+      rolloutIs: c.loss.rollout_is === "none" || c.loss.aggregation === "sft"
+        ? undefined
+        : { mode: c.loss.rollout_is, cap: c.loss.rollout_is_cap },
       onStep: (row) => steps.tick(1, stepLine(row)),
     });
   } finally {
@@ -168,10 +171,15 @@ export async function train(batch: StageFile, options: TrainOptions): Promise<Tr
 
 /** One optimizer step's numbers, as its progress line shows them after `train: steps k/n`. */
 export function stepLine(m: StepMetrics): string {
+  const mismatch = m.rolloutIs
+    ? ` |Δ old| ${m.rolloutIs.rollout_logprob_diff.toExponential(2)} is_clip ${
+      m.rolloutIs.rollout_is_clip_frac.toFixed(3)
+    }`
+    : "";
   return `loss ${m.loss.toFixed(5)} kl ${m.kl.toFixed(5)} clip ${m.clip_frac.toFixed(3)} ` +
     `grad_norm ${m.grad_norm.toFixed(4)} lr ${m.lr.toExponential(2)} tokens ${m.tokens} ${
       m.seconds.toFixed(1)
-    }s`;
+    }s${mismatch}`;
 }
 
 /** Output path, model directory, adapter shape and base model: all checked before the model loads. */
@@ -249,7 +257,17 @@ async function writeMetrics(
     tokens: Int32Array.from(column("tokens")),
     seconds: Float64Array.from(column("seconds")),
     entropy: Float64Array.from(column("entropy")),
+    ...mismatchColumns(rows),
   }, metadata);
+}
+
+/** With train.loss.rollout_is on: `rollout_logprob_diff` and `rollout_is_clip_frac` (rollout_is.ts). */
+function mismatchColumns(rows: StepMetrics[]): Record<string, Float64Array> {
+  if (!rows.some((r) => r.rolloutIs)) return {};
+  return {
+    rollout_logprob_diff: Float64Array.from(rows, (r) => r.rolloutIs?.rollout_logprob_diff ?? NaN),
+    rollout_is_clip_frac: Float64Array.from(rows, (r) => r.rolloutIs?.rollout_is_clip_frac ?? NaN),
+  };
 }
 
 if (import.meta.main) {

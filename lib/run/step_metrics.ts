@@ -63,6 +63,8 @@ export function stepMetricsRow(o: StepOutcome): Record<string, number> {
   for (const status of TOOL_CALL_STATUSES) {
     row[`tool_status_${status}`] = calls.filter((c) => c.status === status).length;
   }
+  const mismatch = o.train[0]?.rolloutIs; // train.loss.rollout_is on: the batch's mismatch
+  if (mismatch) Object.assign(row, mismatch);
   return row;
 }
 

@@ -3,7 +3,9 @@
  * gradients accumulated (the micro-batch weights are normalized over the whole batch, so the sum is
  * the whole batch's gradient), clipped by global norm, then one optimizer update. The rollout
  * log-probs stay fixed across the passes (GRPO's μ); the reference log-probs (beta > 0) are computed
- * once, before the first pass, with the adapter switched off.
+ * once, before the first pass, with the adapter switched off. With `rolloutIs` the old log-probs are
+ * recomputed by the trainer before the first pass and each token's loss weight carries its importance
+ * weight (rollout_is.ts).
  *
  * @module
  */
@@ -27,6 +29,7 @@ import {
   scheduledLr,
 } from "./optimizer.ts";
 import type { LossScalars, Trainer } from "./trainer.ts";
+import { correctedBatch, type RolloutIs, type RolloutIsStats, trainerLogprobs } from "./rollout_is.ts";
 
 /** The train settings a batch needs (`train` in config.yaml, plus the sampling temperature). */
 export interface StepSettings {
@@ -43,6 +46,8 @@ export interface StepSettings {
   scalars: LossScalars;
   /** Seed of the micro-batch order. */
   seed: number;
+  /** Trainer-side old log-probs with this importance-sampling correction (absent: `none`). */
+  rolloutIs?: RolloutIs;
   /** Called with each optimizer step's metrics as soon as the step finishes (progress lines). */
   onStep?: (metrics: StepMetrics) => void;
 }
@@ -59,6 +64,8 @@ export interface StepMetrics {
   tokens: number;
   seconds: number;
   entropy: number;
+  /** With `rolloutIs`: the batch's train/inference mismatch (the same in every step of the batch). */
+  rolloutIs?: RolloutIsStats;
 }
 
 /** Trains `params` in place on `episodes`; returns one metrics row per optimizer step. */
@@ -70,7 +77,12 @@ export async function trainOnBatch(
   s: StepSettings,
 ): Promise<StepMetrics[]> {
   if (s.scalars.beta > 0) episodes = await withReference(trainer, episodes, params, s);
-  const weights = aggregationWeights(episodes, s.aggregation, s.maxResponseTokens);
+  let weights = aggregationWeights(episodes, s.aggregation, s.maxResponseTokens);
+  let mismatch: RolloutIsStats | undefined;
+  if (s.rolloutIs) {
+    const old = await trainerLogprobs(trainer, episodes, weights, params, s.scalars, s.microBatchTokens);
+    ({ episodes, weights, stats: mismatch } = correctedBatch(episodes, weights, old, s.rolloutIs));
+  }
   const batches = planMicroBatches(episodes, weights, s.microBatchTokens, trainer.maxChunk);
   const rows: StepMetrics[] = [];
   for (let pass = 0; pass < s.numIterations; pass++) {
@@ -91,6 +103,7 @@ export async function trainOnBatch(
       tokens: sums.maskedTokens,
       seconds: (performance.now() - started) / 1000,
       entropy: sums.maskedTokens > 0 ? sums.entropy / sums.maskedTokens : NaN,
+      ...(mismatch ? { rolloutIs: mismatch } : {}),
     });
     s.onStep?.(rows[rows.length - 1]);
   }

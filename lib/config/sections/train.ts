@@ -6,6 +6,7 @@ export const LORA_TARGETS = ["q", "k", "v", "o", "gate", "up", "down"] as const;
 export const OPTIMIZERS = ["adamw", "sgd"] as const;
 export const SCHEDULES = ["constant", "cosine", "linear"] as const;
 export const AGGREGATIONS = ["token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm", "sft"] as const;
+export const ROLLOUT_IS = ["none", "truncate", "mask"] as const;
 
 const lora = {
   r: int({ default: 16, min: 1, max: 4096, doc: "LoRA rank" }),
@@ -87,6 +88,18 @@ const loss = {
     min: 1,
     max: MAX_CONTEXT,
     doc: "seq_mean_token_sum_norm divisor; null = rollout.generation.max_total_tokens",
+  }),
+  rollout_is: choice({
+    choices: ROLLOUT_IS,
+    default: "none",
+    doc: "trainer recomputes the old log-probs and weights each token by rho = exp(old_trainer - " +
+      "old_rollout): none (use the rollout's) | truncate (min(rho, cap)) | mask (drop rho > cap); " +
+      "for rollouts on servers, see docs/serving.md",
+  }),
+  rollout_is_cap: float({
+    default: 2.0,
+    min: 1,
+    doc: "C, the largest importance weight rho kept by rollout_is",
   }),
 };
 
