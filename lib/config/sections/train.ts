@@ -68,7 +68,7 @@ const loss = {
   aggregation: choice({
     choices: AGGREGATIONS,
     default: "token_mean",
-    doc: "how token losses become the batch loss (see DESIGN.md); sft = negative log-likelihood",
+    doc: "how token losses become the batch loss (see docs/DESIGN.md); sft = negative log-likelihood",
   }),
   eps_low: float({ default: 0.2, min: 0, max: 1, maxOpen: true, doc: "ratio clip below: 1 - eps_low" }),
   eps_high: float({
