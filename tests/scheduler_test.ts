@@ -99,3 +99,23 @@ Deno.test("openSequence in a Worker: a sequence waiting between turns does not s
     await policy.close();
   }
 });
+
+Deno.test("openSequence in a Worker: turns requested while another decodes join it at once", async () => {
+  // The Worker's loop alternates blocking onnxruntime calls with yields; parent messages must still get in
+  // (lib/engine/yield.ts): seven turns asked for just after the first starts decode beside it, so the eight
+  // take about as many steps as one (measured with channel-only yields: about twice as many).
+  const policy = await loadPolicy(await makeTinyModel(), { maxSequences: 8 });
+  try {
+    const prompts = Array.from({ length: 8 }, (_, i) => PROMPTS[i % PROMPTS.length]);
+    const seqs = await Promise.all(prompts.map((p, i) => policy.openSequence(p, { seed: i, capacity: 512 })));
+    const before = (await policy.sequenceStats()).decodeSteps;
+    const first = seqs[0].generate({ maxNewTokens: 64 });
+    await new Promise((r) => setTimeout(r, 5));
+    await Promise.all([first, ...seqs.slice(1).map((s) => s.generate({ maxNewTokens: 64 }))]);
+    const steps = (await policy.sequenceStats()).decodeSteps - before;
+    assert.ok(steps < 90, `${steps} decode steps for 8 turns of 64 tokens`);
+    for (const s of seqs) await s.close();
+  } finally {
+    await policy.close();
+  }
+});

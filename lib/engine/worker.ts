@@ -13,6 +13,7 @@
 import { LocalPolicy } from "./local_policy.ts";
 import type { GenerationSession, PolicySequence } from "./policy.ts";
 import { serializeError } from "./worker_errors.ts";
+import { watchParentMessages } from "./yield.ts";
 
 /** A request from the main thread. */
 export interface WorkerRequest {
@@ -92,8 +93,18 @@ const OPS: Record<string, (...args: any[]) => unknown> = {
   },
 };
 
+/** [messages the parent posted, messages received here] (worker_policy.ts); see yield.ts. */
+let counts: Int32Array | null = null;
+
 self.onmessage = async (event: MessageEvent<WorkerRequest>) => {
   const { id, op, args } = event.data;
+  if (op === "watch") {
+    const shared = args[0] as Int32Array;
+    counts = shared;
+    watchParentMessages(() => Atomics.load(shared, 0) > Atomics.load(shared, 1));
+    return;
+  }
+  if (counts) Atomics.add(counts, 1, 1);
   try {
     const run = OPS[op];
     if (!run) throw new Error(`policy worker: unknown op ${op}`);

@@ -54,8 +54,12 @@ class WorkerChannel {
   readonly #pending = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>();
   #next = 1;
 
+  /** [messages posted, messages received by the worker]: the worker's yields read it (yield.ts). */
+  readonly #counts = new Int32Array(new SharedArrayBuffer(8));
+
   constructor() {
     this.#worker = new Worker(new URL("./worker.ts", import.meta.url), { type: "module" });
+    this.#worker.postMessage({ id: 0, op: "watch", args: [this.#counts] });
     this.#worker.onmessage = (event: MessageEvent<Response>) => {
       const { id, ok } = event.data;
       const waiter = this.#pending.get(id);
@@ -76,6 +80,7 @@ class WorkerChannel {
     const id = this.#next++;
     return new Promise<T>((resolve, reject) => {
       this.#pending.set(id, { resolve: resolve as (v: unknown) => void, reject });
+      Atomics.add(this.#counts, 0, 1);
       this.#worker.postMessage({ id, op, args });
     });
   }

@@ -34,6 +34,11 @@ export interface EpisodeOptions {
   enableThinking: boolean;
   /** Offered to the model in the prompt (empty: none). */
   toolSpecs: ToolSpec[];
+  /**
+   * Rendered prompts by their messages, shared by a rollout's episodes: a group's episodes have the same
+   * prompt, and rendering the chat template is the costliest JS work of a short episode.
+   */
+  promptCache?: Map<string, number[]>;
 }
 
 /** Everything a rollouts.arrow row holds about one episode, before the ids the driver adds. */
@@ -60,11 +65,7 @@ export async function runEpisode(
   o: EpisodeOptions,
 ): Promise<EpisodeResult> {
   const promptMessages = await env.reset();
-  const prompt = tokenizer.renderChatTokens(promptMessages, {
-    tools: o.toolSpecs,
-    enableThinking: o.enableThinking,
-    addGenerationPrompt: true,
-  });
+  const prompt = renderPrompt(tokenizer, promptMessages, o);
   const trajectory = new Trajectory(prompt, promptMessages);
   if (prompt.length + 1 >= o.maxTotalTokens) return trajectory.finish("truncated", []);
   const sequence = await policy.openSequence(prompt, { seed, capacity: o.maxTotalTokens });
@@ -102,6 +103,20 @@ export async function runEpisode(
   } finally {
     await sequence.close();
   }
+}
+
+function renderPrompt(tokenizer: ChatTokenizer, messages: ChatMessage[], o: EpisodeOptions): number[] {
+  const key = JSON.stringify(messages);
+  let tokens = o.promptCache?.get(key);
+  if (!tokens) {
+    tokens = tokenizer.renderChatTokens(messages, {
+      tools: o.toolSpecs,
+      enableThinking: o.enableThinking,
+      addGenerationPrompt: true,
+    });
+    o.promptCache?.set(key, tokens);
+  }
+  return tokens;
 }
 
 function finish(t: Trajectory, reason: string, calls: ToolCallRecord[], lastText?: string): EpisodeResult {

@@ -48,11 +48,12 @@ export async function runRollout(
   o: RolloutOptions,
 ): Promise<Episode[]> {
   const policyVersion = await policy.adapterId();
+  const options = { ...o, promptCache: o.promptCache ?? new Map<string, number[]>() };
   const jobs = tasks.flatMap((task, index) =>
     Array.from({ length: o.groupSize }, async (_, sampleIdx): Promise<Episode> => {
       const seed = episodeSeed(o.seed, o.step, task.id, sampleIdx);
       const env = makeEnv(task);
-      const result = await runEpisode(policy, tokenizer, env, seed, o);
+      const result = await runEpisode(policy, tokenizer, env, seed, options);
       const episode: Episode = {
         ...result,
         episodeId: `s${o.step}/${task.id}/${sampleIdx}`,
