@@ -291,9 +291,10 @@ Deno.test("a tool sleeping 2 s in one episode of 16 does not stop the other 15 f
     assert.ok(sleeper.numTurns >= 2, "the sleeper went on after its tool");
     const others = Object.entries(finished).filter(([id]) => id !== "sleeper").map(([, ms]) => ms);
     assert.equal(others.length, 15);
-    // The 15 finished while the sleeper slept, and the engine kept stepping meanwhile.
-    assert.ok(Math.max(...others) < finished.sleeper - 1500, `others by ${Math.max(...others)} ms`);
+    // The engine kept stepping while the sleeper slept (its counters moved during the nap), and the 15
+    // finished before it. (Wall times are not compared to a fixed bound: CI machines vary in speed.)
     assert.ok(napStats[1] - napStats[0] >= 20, `decode steps during the nap: ${napStats}`);
+    assert.ok(Math.max(...others) < finished.sleeper, `others by ${Math.max(...others)} ms`);
   } finally {
     await policy.close();
   }
