@@ -8,6 +8,7 @@
  */
 
 import { join } from "node:path";
+import { writeDirAtomic } from "../fs/atomic_dir.ts";
 import { TINY_PRESET, writeRandomQwen3 } from "./random_model.ts";
 
 /** `model.path` in the shipped config.yaml. */
@@ -21,7 +22,9 @@ export async function ensureDefaultModel(path: string, log: (line: string) => vo
     return false;
   } catch {
     log(`model: ${path} is missing; making the default tiny random Qwen3 there (real Qwen3 tokenizer)`);
-    await writeRandomQwen3(path, TINY_PRESET);
+    await writeDirAtomic(path, (tmp) => writeRandomQwen3(tmp, TINY_PRESET).then(() => {}), {
+      kind: "model-dir",
+    });
     return true;
   }
 }
