@@ -49,6 +49,7 @@ if (import.meta.main) {
     summary: "Runs loop.steps steps of rollout -> score -> mask -> train in loop.run_dir, with held-out " +
       "evaluations every loop.eval_every steps and a report at the end.",
     booleanFlags: ["resume"],
+    resumeHint: "Run the same command with --resume to continue from the last complete step.",
     flagHelp: ["--resume         continue the run in loop.run_dir from its latest step"],
     usesModel: true,
     examples: [

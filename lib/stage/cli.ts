@@ -74,6 +74,8 @@ export interface StageSpec {
   output?: OutputSpec;
   /** Whether the stage loads the model (`model.path`, `model.adapter` checked before run). */
   usesModel?: boolean;
+  /** What Ctrl-C tells the user to do next (default: run the same command again). */
+  resumeHint?: string;
   /** Example command lines for `--help`. */
   examples?: string[];
   run(args: StageArgs): Promise<void>;
@@ -124,7 +126,7 @@ export async function runStageMain(spec: StageSpec, argv: string[] = Deno.args):
   try {
     const prepared = await prepareStage(spec, argv);
     if (prepared === "done") Deno.exit(0);
-    exitOnInterrupt(spec.name);
+    exitOnInterrupt(spec.name, spec.resumeHint);
     await spec.run(prepared);
     Deno.exit(0);
   } catch (error) {
@@ -207,11 +209,11 @@ async function inputPaths(spec: StageSpec, given: string[]): Promise<string[]> {
  * Ctrl-C: one line and exit 130. Every output is written to a temporary name and renamed into place,
  * so an interrupted stage leaves its previous outputs intact (or none), never a partial file.
  */
-function exitOnInterrupt(stage: string): void {
+function exitOnInterrupt(stage: string, resumeHint?: string): void {
   Deno.addSignalListener("SIGINT", () => {
     console.error(
       `${stage}: interrupted; no partial output was written (earlier outputs are intact). ` +
-        "Run the same command again to redo the stage.",
+        (resumeHint ?? "Run the same command again to redo the stage."),
     );
     Deno.exit(130);
   });
