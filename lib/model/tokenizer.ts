@@ -12,6 +12,7 @@ import { join, resolve } from "node:path";
 import { UserError } from "../errors.ts";
 import { readTextIfExists } from "../fs/read.ts";
 import { ChatTokenizer, type HfTokenizer } from "./chat.ts";
+import { sha256Hex } from "../arrow/manifest.ts";
 
 /** File names of the tokenizer in a Hugging Face model directory. */
 export const TOKENIZER_FILES = ["tokenizer.json", "tokenizer_config.json"] as const;
@@ -70,8 +71,5 @@ async function requireFiles(dir: string): Promise<void> {
   }
 }
 
-/** Lower-case hex sha256 of `bytes`. */
-export async function sha256Hex(bytes: Uint8Array): Promise<string> {
-  const digest = await crypto.subtle.digest("SHA-256", bytes as Uint8Array<ArrayBuffer>);
-  return Array.from(new Uint8Array(digest), (b) => b.toString(16).padStart(2, "0")).join("");
-}
+/** The one sha256 helper (lib/arrow/manifest.ts), re-exported where tokenizer hashes are made. */
+export { sha256Hex };
