@@ -2,7 +2,8 @@
  * The demo's pieces before GRPO: the model directory (pruned Qwen3 tokenizer, matching vocabulary and
  * special ids), the teacher's traces through the real rollout (calculator calls with the task's
  * expression, the tool's exact result, direct wrong answers in the planned share), the warm-start
- * batch's loss mask (assistant turns only, never the tool response), and the held-out split.
+ * batch's loss mask (assistant turns only, never the tool response), the held-out split, and the warm
+ * start itself (in one process; its checkpoint starts GRPO with a fresh optimizer state).
  */
 
 import assert from "node:assert/strict";
@@ -13,7 +14,9 @@ import { generateArithmeticTasks } from "../lib/data/arithmetic.ts";
 import { splitHeldOut } from "../lib/demo/evaluate.ts";
 import { buildDemoModel } from "../lib/demo/model.ts";
 import { DEMO_SETTINGS } from "../lib/demo/settings.ts";
-import { tracePlans, writeWarmStartBatches } from "../lib/demo/warm_start.ts";
+import { tracePlans, warmStart, writeWarmStartBatches } from "../lib/demo/warm_start.ts";
+import { openModelDir } from "../lib/model/model_dir.ts";
+import { loadCheckpoint } from "../lib/train/checkpoint.ts";
 import { loadTokenizer } from "../lib/model/tokenizer.ts";
 import { loadTools, toolSpecs } from "../lib/tools/registry.ts";
 
@@ -114,4 +117,31 @@ Deno.test("splitHeldOut holds out the last tasks and refuses a split that leaves
   assert.deepEqual([...train, ...heldOut], tasks);
   assert.equal(heldOut.length, 10);
   assert.throws(() => splitHeldOut(tasks, 24), /held-out/);
+});
+
+Deno.test("warmStart trains in one process, lowers the loss, and saves an adapter with a fresh optimizer", async () => {
+  const { config, hash, tools, root, model, tokenizer } = await setup();
+  const settings = {
+    ...DEMO_SETTINGS.warmStart,
+    traces: 16,
+    tracesPerStep: 4,
+    steps: 8,
+    toolOnlySteps: 4,
+    lr: 2e-2,
+    warmupSteps: 0,
+  };
+  const steps: number[] = [];
+  const result = await warmStart(
+    { config, configHash: hash, tokenizer, tools, tasks, settings, dir: root },
+    (step) => steps.push(step),
+  );
+  assert.deepEqual(steps, [1, 2, 3, 4, 5, 6, 7, 8]);
+  assert.equal(result.metrics.length, 8);
+  const first = result.metrics.slice(0, 2).reduce((a, m) => a + m.loss, 0);
+  const last = result.metrics.slice(2, 4).reduce((a, m) => a + m.loss, 0);
+  assert.ok(last < first, `loss ${first / 2} -> ${last / 2} on the calculator traces`);
+  assert.equal(result.out, join(root, "adapter"));
+  const saved = await loadCheckpoint(result.out, (await openModelDir(model)).config, "adamw");
+  assert.equal(saved.optimizer.step, 0, "GRPO starts with its own optimizer state");
+  assert.ok([...saved.adapter.weights.values()].some((w) => w.some((x) => x !== 0)));
 });

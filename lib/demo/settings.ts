@@ -28,12 +28,16 @@ export interface WarmStartSettings {
   directFraction: number;
   /** Seed of the choice "direct or calculator" and of the wrong numbers. */
   seed: number;
-  /** Optimizer steps, each on the next `tracesPerStep` traces (cycling through them). */
+  /** Optimizer steps in all, each on the next `tracesPerStep` traces (cycling through them). */
   steps: number;
+  /** The first steps, on calculator traces only (the copying is learnt before the choice). */
+  toolOnlySteps: number;
   /** Traces per optimizer step: smaller batches buy more steps for the same time. */
   tracesPerStep: number;
-  /** Learning rate of the sft run (constant). */
+  /** Peak learning rate of the sft run: linear warm-up, then a cosine decay to a tenth. */
   lr: number;
+  /** Warm-up steps of the learning rate. */
+  warmupSteps: number;
 }
 
 export interface DemoSettings {
@@ -44,7 +48,16 @@ export interface DemoSettings {
 /** The demo's defaults (measured on 2 CPU cores: docs/demo.md). */
 export const DEMO_SETTINGS: DemoSettings = {
   model: { layers: 2, hidden: 128, heads: 4, kvHeads: 2, headDim: 32, intermediate: 256, seed: 0 },
-  warmStart: { traces: 256, directFraction: 0.6, seed: 1, steps: 200, tracesPerStep: 32, lr: 1e-2 },
+  warmStart: {
+    traces: 512,
+    directFraction: 0.6,
+    seed: 1,
+    steps: 300,
+    toolOnlySteps: 200,
+    tracesPerStep: 8,
+    lr: 2e-2,
+    warmupSteps: 20,
+  },
 };
 
 /** The `writeRandomQwen3` options of a demo model with a vocabulary of `vocab` tokens. */

@@ -1,157 +1,146 @@
 /**
- * The demo's supervised warm start: traces written by the teacher (teacher.ts) through the real rollout,
- * scored and masked by the real stages (so `loss_mask` is exactly the policy's `sampled` tokens: the
- * assistant turns, never the prompt or the `<tool_response>` turn), then the train stage with the `sft`
- * loss. A share `directFraction` of the traces answers at once with a plausible wrong number, so the
- * starting policy often skips the calculator: the behaviour GRPO then has to unlearn.
+ * The demo's supervised warm start: the teacher's traces (traces.ts) trained with the `sft` loss in one
+ * process — the model and its train graph are opened once and each optimizer step takes the next
+ * `tracesPerStep` traces — then saved as a checkpoint the loop continues from.
+ *
+ * A curriculum: the first `toolOnlySteps` steps see calculator traces only, so the circuits that copy
+ * the task's expression into the call and the tool's result into the answer form before anything else
+ * competes for them; the remaining steps see all traces, a share `directFraction` of them answering at
+ * once with a wrong number, so the starting policy often skips the calculator — the one decision GRPO
+ * then has to change.
+ *
+ * The checkpoint is saved with a fresh optimizer state: GRPO's first steps are not scaled by the sft
+ * gradients' Adam moments.
  *
  * @module
  */
 
 import { join, resolve } from "node:path";
-import { Progress } from "../stage/progress.ts";
 import { readStageFile } from "../arrow/read.ts";
+import type { StageFile } from "../arrow/stage_file.ts";
 import type { Config } from "../config/schema.ts";
-import { mulberry32, randomInt } from "../data/random.ts";
-import type { Task } from "../data/task.ts";
-import type { ChatTokenizer } from "../model/chat.ts";
-import { writeTable } from "../score/stage_io.ts";
-import type { Tool } from "../tools/types.ts";
-import { writeStageFile } from "../arrow/write.ts";
-import { rollout } from "../../stages/rollout.ts";
-import { score } from "../../stages/score.ts";
-import { mask } from "../../stages/mask.ts";
-import { train, trainOptionsOf, type TrainResult } from "../../stages/train.ts";
-import { TeacherPolicy, type TracePlan } from "./teacher.ts";
+import { shuffled } from "../data/random.ts";
+import { initLoraWeights, type LoraSpec } from "../model/lora.ts";
+import { openModelDir } from "../model/model_dir.ts";
+import { sha256Hex } from "../model/tokenizer.ts";
+import type { TrainEpisode } from "../train/batch.ts";
+import { saveCheckpoint } from "../train/checkpoint.ts";
+import { episodesOf } from "../train/episodes.ts";
+import { initOptimizerState } from "../train/optimizer.ts";
+import { type StepMetrics, type StepSettings, trainOnBatch } from "../train/step.ts";
+import { Trainer } from "../train/trainer.ts";
 import type { WarmStartSettings } from "./settings.ts";
+import { tracePlans, type WarmStartInputs, writeWarmStartBatches } from "./traces.ts";
 
-/** A plausible wrong answer: the right one moved by a random nonzero offset of up to ~20% (at least ±9). */
-export function wrongAnswer(answer: string, rng: () => number): string {
-  const value = Number(answer);
-  const reach = Math.max(9, Math.round(Math.abs(value) / 5));
-  const offset = randomInt(rng, 1, reach) * (rng() < 0.5 ? -1 : 1);
-  return String(value + offset);
-}
-
-/** Each task's trace: `direct` for a seeded share `directFraction` of them, else a calculator call. */
-export function tracePlans(tasks: readonly Task[], s: WarmStartSettings): Map<string, TracePlan> {
-  const [choice, numbers] = [mulberry32(s.seed), mulberry32(s.seed + 1)];
-  const plans = new Map<string, TracePlan>();
-  for (const task of tasks) {
-    const direct = choice() < s.directFraction;
-    plans.set(
-      task.id,
-      direct ? { kind: "direct", answer: wrongAnswer(task.answer!, numbers) } : { kind: "tool" },
-    );
-  }
-  return plans;
-}
-
-/** What the warm start needs from the run. */
-export interface WarmStartInputs {
-  config: Config;
-  configHash: string;
-  tokenizer: ChatTokenizer;
-  tools: ReadonlyMap<string, Tool>;
-  /** Training tasks: the first `settings.traces` become traces. */
-  tasks: readonly Task[];
-  settings: WarmStartSettings;
-  /** Directory for rollouts / scored / batch .arrow and the adapter (`adapter/`). */
-  dir: string;
-}
-
-/**
- * Writes the warm start's traces as batch files of `tracesPerStep` traces each (through rollout, score
- * and mask: `dir/traces-NNN/{rollouts,batch}.arrow`); returns the batch files' paths.
- */
-export async function writeWarmStartBatches(i: WarmStartInputs): Promise<string[]> {
-  const tasks = i.tasks.slice(0, i.settings.traces);
-  const plans = tracePlans(tasks, i.settings);
-  const teacher = new TeacherPolicy(i.tokenizer, tasks, (task) => plans.get(task.id)!);
-  const paths: string[] = [];
-  for (let start = 0, k = 0; start < tasks.length; start += i.settings.tracesPerStep, k++) {
-    const dir = join(i.dir, `traces-${String(k).padStart(3, "0")}`);
-    const chunk = tasks.slice(start, start + i.settings.tracesPerStep);
-    paths.push(await writeTraceBatch(i, teacher, chunk, dir));
-  }
-  return paths;
-}
-
-/** One batch file of teacher traces for `tasks`, in `dir`. */
-async function writeTraceBatch(i: WarmStartInputs, teacher: TeacherPolicy, tasks: Task[], dir: string) {
-  const { config } = i;
-  const out = await rollout(teacher, i.tokenizer, tasks, {
-    rollout: { ...config.rollout, group_size: 1 },
-    systemPrompt: config.data.system_prompt,
-    step: 0,
-    tools: i.tools,
-    showProgress: false,
-  });
-  await Deno.mkdir(dir, { recursive: true });
-  const rolloutsPath = join(dir, "rollouts.arrow");
-  await writeStageFile(rolloutsPath, "rollouts", out.columns, {
-    config_hash: i.configHash,
-    model: config.model.path,
-    adapter: "teacher",
-    tokenizer_hash: i.tokenizer.info.tokenizerSha256,
-    chat_template_hash: i.tokenizer.info.chatTemplateSha256,
-    sampling: { ...out.sampling, source: "demo teacher" },
-    seed: i.settings.seed,
-  });
-  const { tools: t } = config.rollout;
-  const scored = await score(await readStageFile(rolloutsPath, "rollouts"), {
-    config: config.score,
-    sandbox: { kind: t.sandbox, unsafeNoSandbox: t.unsafe_no_sandbox },
-    configHash: i.configHash,
-  });
-  const batch = mask(scored.table, { config: config.mask, configHash: i.configHash });
-  const batchPath = join(dir, "batch.arrow");
-  await writeTable(batchPath, "batch", batch.table);
-  return batchPath;
-}
+export { tracePlans, type WarmStartInputs, writeWarmStartBatches, wrongAnswer } from "./traces.ts";
 
 /** Called after each warm-start step with its number (1-based), the step count and the loss. */
 export type WarmStartProgress = (step: number, steps: number, loss: number) => void;
 
-/**
- * The warm start: traces, then `settings.steps` sft steps, each on the next batch file of traces (one
- * train stage call per step, continuing the adapter and its optimizer state); returns the last checkpoint,
- * moved to `dir/adapter`.
- */
-export async function warmStart(i: WarmStartInputs, onStep?: WarmStartProgress): Promise<TrainResult> {
+/** What the warm start produced. */
+export interface WarmStartResult {
+  /** The checkpoint directory (`dir/adapter`). */
+  out: string;
+  /** One row per optimizer step. */
+  metrics: StepMetrics[];
+  seconds: number;
+}
+
+/** The traces split by plan: calculator traces and all traces, each in a seeded order. */
+interface TracePools {
+  tool: TrainEpisode[];
+  all: TrainEpisode[];
+}
+
+/** The warm start: traces, then `settings.steps` sft steps; returns the checkpoint at `dir/adapter`. */
+export async function warmStart(i: WarmStartInputs, onStep?: WarmStartProgress): Promise<WarmStartResult> {
+  const started = performance.now();
+  const s = i.settings;
   const batches = await Promise.all(
     (await writeWarmStartBatches(i)).map((path) => readStageFile(path, "batch")),
   );
-  const s = i.settings;
-  const quiet = new Progress({ write: () => {}, isTerminal: false });
-  let result: TrainResult | undefined;
-  for (let step = 0; step < s.steps; step++) {
-    const config = sftConfig(i.config, s, result?.out ?? null);
-    // Two directories in turn: the stage never writes over the adapter it continues from.
-    const out = join(i.dir, `adapter-${step % 2}`);
-    const options = { ...trainOptionsOf(config, i.configHash, out, { overwrite: true }), progress: quiet };
-    result = await train(batches[step % batches.length], options);
-    onStep?.(step + 1, s.steps, result.metrics.at(-1)!.loss);
+  const pools = tracePools(i, batches);
+  const { model: m, train: c } = i.config;
+  const model = await openModelDir(m.path);
+  const spec: LoraSpec = { ...c.lora, targets: [...c.lora.targets] };
+  const weights = initLoraWeights(model.config, spec, c.seed);
+  const optimizer = initOptimizerState(c.optimizer.name, weights);
+  const trainer = await Trainer.create(model, {
+    lora: spec,
+    objective: "sft",
+    withReference: false,
+    ep: m.ep,
+  }, {
+    threads: m.threads,
+  });
+  const metrics: StepMetrics[] = [];
+  try {
+    const settings = stepSettings(i.config, s);
+    for (let step = 0; step < s.steps; step++) {
+      const episodes = stepTraces(pools, s, step);
+      const [row] = await trainOnBatch(trainer, episodes, weights, optimizer, settings);
+      metrics.push(row);
+      onStep?.(step + 1, s.steps, row.loss);
+    }
+  } finally {
+    await trainer.close();
   }
-  if (!result) throw new Error("warmStart: settings.steps must be at least 1");
-  const final = join(i.dir, "adapter");
-  await Deno.remove(final, { recursive: true }).catch(() => {});
-  await Deno.rename(result.out, final);
-  return { ...result, out: resolve(final) };
+  const out = resolve(join(i.dir, "adapter"));
+  const baseConfigSha256 = await sha256Hex(await Deno.readFile(join(model.dir, "config.json")));
+  const fresh = initOptimizerState(c.optimizer.name, weights);
+  await Deno.remove(out, { recursive: true }).catch(() => {});
+  await saveCheckpoint(out, { adapter: { spec, weights }, optimizer: fresh }, model.config, {
+    baseModel: model.dir,
+    baseConfigSha256,
+    configHash: i.configHash,
+  });
+  return { out, metrics, seconds: (performance.now() - started) / 1000 };
 }
 
-/** The run's configuration turned into one sft step continuing from `adapter`. */
-function sftConfig(c: Config, s: WarmStartSettings, adapter: string | null): Config {
+/** The traces of the batch files, split by their task's plan. */
+function tracePools(i: WarmStartInputs, batches: StageFile[]): TracePools {
+  const plans = tracePlans(i.tasks.slice(0, i.settings.traces), i.settings);
+  const tool: TrainEpisode[] = [];
+  const all: TrainEpisode[] = [];
+  for (const batch of batches) {
+    episodesOf(batch).forEach((episode, row) => {
+      all.push(episode);
+      if (plans.get(batch.vector("task_id").get(row) as string)?.kind === "tool") tool.push(episode);
+    });
+  }
+  return { tool, all };
+}
+
+/**
+ * The traces of optimizer step `step` (0-based): the next `tracesPerStep` of the pool the curriculum
+ * names, walking through it in an order reshuffled each pass.
+ */
+function stepTraces(pools: TracePools, s: WarmStartSettings, step: number): TrainEpisode[] {
+  const toolOnly = step < s.toolOnlySteps;
+  const pool = toolOnly ? pools.tool : pools.all;
+  const local = toolOnly ? step : step - s.toolOnlySteps;
+  const out: TrainEpisode[] = [];
+  for (let k = local * s.tracesPerStep; out.length < s.tracesPerStep; k++) {
+    const pass = Math.floor(k / pool.length);
+    out.push(shuffled(pool, s.seed * 1000 + pass + (toolOnly ? 0 : 500))[k % pool.length]);
+  }
+  return out;
+}
+
+/** One sft optimizer step per call, at the rollout's sampling temperature (docs/demo.md). */
+function stepSettings(c: Config, s: WarmStartSettings): StepSettings {
+  const { train: t } = c;
   return {
-    ...c,
-    model: { ...c.model, adapter },
-    train: {
-      ...c.train,
-      num_iterations: 1,
-      loss: { ...c.train.loss, aggregation: "sft", beta: 0 },
-      optimizer: { ...c.train.optimizer, lr: s.lr },
-      schedule: { ...c.train.schedule, name: "constant", warmup_steps: 0 },
-    },
-    loop: { ...c.loop, steps: s.steps },
+    aggregation: "sft",
+    maxResponseTokens: c.rollout.generation.max_total_tokens,
+    microBatchTokens: t.micro_batch_tokens,
+    numIterations: 1,
+    optimizer: t.optimizer,
+    lr: s.lr,
+    maxGradNorm: t.optimizer.max_grad_norm,
+    schedule: { name: "cosine", warmup_steps: s.warmupSteps, min_lr_ratio: 0.1 },
+    totalSteps: s.steps,
+    scalars: { temperature: c.rollout.generation.temperature, epsLow: 0.2, epsHigh: 0.2, beta: 0 },
+    seed: t.seed,
   };
 }

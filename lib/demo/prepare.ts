@@ -1,0 +1,65 @@
+/**
+ * Everything the demo does before GRPO, as one call: the tasks and their held-out split, the demo model
+ * (model.ts) at `model.path`, and the supervised warm start (warm_start.ts) into `loop.run_dir/warm/`.
+ * The loop then starts from the returned adapter (`model.adapter`).
+ *
+ * @module
+ */
+
+import { join } from "node:path";
+import type { Config } from "../config/schema.ts";
+import { loadTasks } from "../data/mod.ts";
+import type { Task } from "../data/task.ts";
+import { loadTokenizer } from "../model/tokenizer.ts";
+import { splitHeldOut } from "../rollout/tasks.ts";
+import { loadTools, toolSpecs } from "../tools/registry.ts";
+import { buildDemoModel } from "./model.ts";
+import { DEMO_SETTINGS, type DemoSettings } from "./settings.ts";
+import { warmStart, type WarmStartProgress, type WarmStartResult } from "./warm_start.ts";
+
+/** What `prepareDemo` made. */
+export interface PreparedDemo {
+  /** The demo model's directory (`model.path`). */
+  modelDir: string;
+  /** The warm-start checkpoint: set it as `model.adapter` for the loop. */
+  adapterDir: string;
+  /** The tasks training never sees (the last `eval.num_tasks`, as the loop holds them out). */
+  heldOut: Task[];
+  warmStart: WarmStartResult;
+  /** Seconds spent building the model. */
+  modelSeconds: number;
+}
+
+/** Builds the demo model at `config.model.path` (which must not exist) and warm-starts it. */
+export async function prepareDemo(
+  config: Config,
+  configHash: string,
+  settings: DemoSettings = DEMO_SETTINGS,
+  onStep?: WarmStartProgress,
+): Promise<PreparedDemo> {
+  const started = performance.now();
+  const tools = await loadTools(config.rollout.tools);
+  const tasks = splitHeldOut(await loadTasks(config.data), config.eval.num_tasks);
+  const corpus = { tasks: [...tasks.train, ...tasks.heldOut], systemPrompt: config.data.system_prompt };
+  const model = await buildDemoModel(config.model.path, settings.model, {
+    ...corpus,
+    tools: toolSpecs([...tools.values()]),
+  });
+  const modelSeconds = (performance.now() - started) / 1000;
+  const result = await warmStart({
+    config: { ...config, model: { ...config.model, path: model.dir } },
+    configHash,
+    tokenizer: await loadTokenizer(model.dir),
+    tools,
+    tasks: tasks.train,
+    settings: settings.warmStart,
+    dir: join(config.loop.run_dir, "warm"),
+  }, onStep);
+  return {
+    modelDir: model.dir,
+    adapterDir: result.out,
+    heldOut: tasks.heldOut,
+    warmStart: result,
+    modelSeconds,
+  };
+}
