@@ -1,197 +1,127 @@
 /**
- * `deno task demo`: the main job on an embedded default, from a fresh clone with nothing downloaded.
+ * `deno task demo`: the README's main job, on an embedded default (configs/demo.yaml), from a fresh clone
+ * with nothing downloaded — GRPO teaching a small Qwen3-architecture model to use the calculator:
  *
- * 1. Makes the tiny random Qwen3 of config.yaml (`model.path`) when it is missing (real tokenizer).
- * 2. Loads the tasks of `data` (synthetic arithmetic by default) and renders a prompt.
- * 3. Samples a group of completions per task with the engine (the policy runs in a Worker).
- * 4. Supervised warm start: demonstrations `Final answer: <answer>` as batch.arrow, then the train
- *    stage with `train.loss.aggregation = sft` (LoRA, AdamW), writing a PEFT adapter and metrics.
- * 5. Reloads the policy with the adapter: the answers' log-likelihood before and after, and greedy
- *    replies to tasks it was not trained on (a 2-layer random model learns the format, not arithmetic).
- * 6. Runs the pipeline stages that exist so far and says which comes next.
+ * 1. builds the model with project code: Qwen3's architecture, chat format and special tokens, with the
+ *    Qwen3 tokenizer pruned to the tokens the task needs (lib/demo/model.ts);
+ * 2. a short supervised warm start (the `sft` loss) on generated traces, mixed so that the starting policy
+ *    often answers without the calculator (lib/demo/warm_start.ts);
+ * 3. `loop.steps` GRPO steps of the loop (rollout → score → mask → train) on the synthetic arithmetic
+ *    tasks, from the warm start's adapter, with held-out evaluations before and after (lib/run/loop.ts);
+ * 4. prints held-out accuracy and tool use before and after GRPO (read from the run's own eval files)
+ *    and the report's path.
  *
- * Everything lands in `loop.run_dir` (runs/demo): model/, demo/batch.arrow, demo/adapter/.
+ * Everything lands in `model.path` and `loop.run_dir` (runs/demo: the warm start in its warm/, the GRPO
+ * run beside it). A new demo replaces an earlier demo's (they are ours); anything else there is refused.
+ *
+ * @module
  */
 
-import { join } from "node:path";
+import { stringify } from "@std/yaml";
+import { readStageFile } from "../lib/arrow/read.ts";
 import { loadConfig } from "../lib/config/mod.ts";
 import type { Config } from "../lib/config/schema.ts";
-import { loadTasks, type Task } from "../lib/data/mod.ts";
-import { loadTokenizer } from "../lib/model/tokenizer.ts";
-import type { ChatTokenizer } from "../lib/model/chat.ts";
-import { TINY_PRESET, writeRandomQwen3 } from "../lib/model/random_model.ts";
-import { loadPolicy } from "../lib/engine/worker_policy.ts";
-import type { Policy } from "../lib/engine/policy.ts";
-import { readStageFile } from "../lib/arrow/read.ts";
-import { writeDemonstrationBatch } from "../lib/train/demonstrations.ts";
-import { reportFailure } from "../lib/stage/cli.ts";
+import { DEMO_SETTINGS } from "../lib/demo/settings.ts";
+import { prepareDemo } from "../lib/demo/prepare.ts";
+import { checkOutputPath, writeOutputMarker } from "../lib/fs/output.ts";
+import { runLoop } from "../lib/run/loop.ts";
+import { RunLayout } from "../lib/run/layout.ts";
 import { parseCommandLine } from "../lib/stage/args.ts";
-import { stringify } from "@std/yaml";
-import { train, trainOptionsOf } from "./train.ts";
+import { reportFailure } from "../lib/stage/cli.ts";
+import { progress } from "../lib/stage/progress.ts";
 
-/** The demo's own settings on top of config.yaml (a fast warm start on a tiny model). */
-const DEMO = {
-  demonstrations: 16,
-  heldOut: 2,
-  samplesPerTask: 2,
-  maxNewTokens: 24,
-  overrides: [
-    ["train.loss.aggregation", "sft"],
-    ["train.optimizer.lr", "0.005"],
-    ["train.optimizer.max_grad_norm", "1.0"],
-    ["train.num_iterations", "30"],
-    ["loop.steps", "1"],
-  ] as Array<[string, string]>,
-};
+/** The demo's configuration file. */
+export const DEMO_CONFIG = new URL("../configs/demo.yaml", import.meta.url).pathname;
 
-async function ensureModel(config: Config): Promise<string> {
-  const dir = config.model.path;
-  try {
-    await Deno.stat(join(dir, "config.json"));
-    console.log(`model: ${dir} (existing)`);
-  } catch {
-    await writeRandomQwen3(dir, TINY_PRESET);
-    console.log(`model: made a tiny random Qwen3 in ${dir} (2 layers, hidden 64, real Qwen3 tokenizer)`);
-  }
-  return dir;
+/** Held-out accuracy and tool use at one evaluation. */
+export interface DemoPoint {
+  step: number;
+  accuracy: number;
+  toolUse: number;
+  episodes: number;
 }
 
-function promptTokens(config: Config, tokenizer: ChatTokenizer, task: Task): number[] {
-  const system = config.data.system_prompt;
-  const messages = [
-    ...(system ? [{ role: "system" as const, content: system }] : []),
-    { role: "user" as const, content: task.prompt },
-  ];
-  return tokenizer.renderChatTokens(messages, { addGenerationPrompt: true, enableThinking: false });
+/** What the demo measured: the evaluation after the warm start (step 0) and after GRPO. */
+export interface DemoResult {
+  before: DemoPoint;
+  after: DemoPoint;
+  report: string;
+  seconds: number;
 }
 
-async function sampleGroups(policy: Policy, tokenizer: ChatTokenizer, prompts: number[][], config: Config) {
-  const group = prompts.flatMap((p) => Array.from({ length: DEMO.samplesPerTask }, () => p));
+/** Runs the demo on `config` (configs/demo.yaml plus overrides). */
+export async function demo(config: Config, hash: string, settings = DEMO_SETTINGS): Promise<DemoResult> {
   const started = performance.now();
-  const out = await policy.generate(group, {
-    maxNewTokens: DEMO.maxNewTokens,
-    temperature: config.rollout.generation.temperature,
-    stopTokens: [tokenizer.eosTokenId],
-    seeds: group.map((_, i) => config.rollout.generation.seed * 1000 + i),
+  await clearEarlierDemo(config);
+  const w = settings.warmStart;
+  progress.log("demo: building the model (Qwen3's architecture and tokenizer, pruned to the task's tokens)");
+  const steps = progress.start("demo: supervised warm start", w.steps);
+  const prepared = await prepareDemo(config, hash, settings, (_, __, loss) => {
+    steps.tick(1, `loss ${loss.toFixed(3)}`);
   });
-  const tokens = out.reduce((n, g) => n + g.tokens.length, 0);
-  console.log(
-    `sampled ${group.length} completions (${tokens} tokens) in ${
-      ((performance.now() - started) / 1000).toFixed(1)
-    } s:`,
-  );
-  out.slice(0, 2).forEach((g, i) => console.log(`  [${i}] ${JSON.stringify(tokenizer.decode(g.tokens))}`));
-}
-
-/** Mean log-prob of the demonstration answers' tokens under `policy`. */
-async function answerLikelihood(policy: Policy, batchPath: string): Promise<number> {
-  const batch = await readStageFile(batchPath, "batch");
-  const seqs = Array.from({ length: batch.rows }, (_, i) => [...batch.listAt("tokens", i)]);
-  const lps = await policy.logprobs(seqs);
-  let sum = 0, count = 0;
-  lps.forEach((lp, i) => {
-    const mask = batch.listAt("loss_mask", i);
-    lp.forEach((v, t) => {
-      if (mask[t]) (sum += v), (count += 1);
-    });
-  });
-  return sum / count;
-}
-
-async function greedyReplies(policy: Policy, tokenizer: ChatTokenizer, prompts: number[][], label: string) {
-  const out = await policy.generate(prompts, {
-    maxNewTokens: DEMO.maxNewTokens,
-    temperature: 0,
-    stopTokens: [tokenizer.eosTokenId],
-  });
-  out.forEach((g, i) => console.log(`  ${label} [${i}] ${JSON.stringify(tokenizer.decode(g.tokens))}`));
-}
-
-async function main(config: Config, hash: string): Promise<void> {
-  const modelDir = await ensureModel(config);
-  const tokenizer = await loadTokenizer(modelDir);
-  const tasks = await loadTasks(config.data);
-  const [trainTasks, heldOut] = [
-    tasks.slice(0, DEMO.demonstrations),
-    tasks.slice(DEMO.demonstrations, DEMO.demonstrations + DEMO.heldOut),
-  ];
-  const prompts = heldOut.map((t) => promptTokens(config, tokenizer, t));
-  console.log(
-    `data: ${tasks.length} ${config.data.source} tasks; a prompt (${prompts[0].length} tokens):\n${
-      tokenizer.decode(prompts[0])
-    }`,
+  await writeOutputMarker(prepared.modelDir, "model-dir");
+  steps.done(
+    `model ${prepared.modelDir} in ${prepared.modelSeconds.toFixed(0)} s; ${w.steps} sft steps in ` +
+      `${prepared.warmStart.seconds.toFixed(0)} s; adapter ${prepared.adapterDir}`,
   );
 
-  const dir = join(config.loop.run_dir, "demo");
-  const batchPath = join(dir, "batch.arrow");
-  await Deno.mkdir(dir, { recursive: true });
-  const demos = trainTasks.map((task) => ({ task, response: `Final answer: ${task.answer}` }));
-  await writeDemonstrationBatch(batchPath, demos, tokenizer, {
-    systemPrompt: config.data.system_prompt,
-    enableThinking: false,
-    configHash: hash,
-    model: modelDir,
-  });
+  const phase = progress.start(`demo: GRPO, ${config.loop.steps} steps of the loop`);
+  await writeOutputMarker(config.loop.run_dir, "run-dir");
+  const grpo = { ...config, model: { ...config.model, adapter: prepared.adapterDir } };
+  const run = await runLoop(grpo, hash, { resume: false });
+  phase.done(`${run.dir} at step ${run.step}`);
 
-  const base = await loadPolicy(modelDir, { threads: config.model.threads });
-  try {
-    await sampleGroups(base, tokenizer, prompts, config);
-    console.log(
-      `answers' mean log-prob per token, base model: ${(await answerLikelihood(base, batchPath)).toFixed(3)}`,
-    );
-    await greedyReplies(base, tokenizer, prompts, "base");
-  } finally {
-    await base.close();
+  const layout = new RunLayout(config.loop.run_dir);
+  return {
+    before: await evalPoint(layout, 0),
+    after: await evalPoint(layout, run.step),
+    report: layout.report,
+    seconds: (performance.now() - started) / 1000,
+  };
+}
+
+/** Held-out accuracy and tool use from the run's eval file of `step`. */
+async function evalPoint(layout: RunLayout, step: number): Promise<DemoPoint> {
+  const file = await readStageFile(layout.eval(step), "eval");
+  const mean = (name: string) => {
+    const values = file.column(name) as boolean[];
+    return values.filter(Boolean).length / Math.max(values.length, 1);
+  };
+  return { step, accuracy: mean("correct"), toolUse: mean("used_tool"), episodes: file.rows };
+}
+
+/** Removes an earlier demo's model and run (ours: checked by the output policy); refuses anything else. */
+async function clearEarlierDemo(config: Config): Promise<void> {
+  const outputs = [[config.model.path, "model-dir"], [config.loop.run_dir, "run-dir"]] as const;
+  for (const [path, kind] of outputs) {
+    const state = await checkOutputPath(path, { kind }, { overwrite: true, flag: "the demo's output" });
+    if (state !== "absent") await Deno.remove(path, { recursive: true });
   }
-
-  console.log(`train: supervised warm start on ${demos.length} demonstrations (${batchPath}) …`);
-  // The demo's own directory: its earlier adapter is replaced on every run.
-  const options = trainOptionsOf(config, hash, join(dir, "adapter"), { overwrite: true });
-  const result = await train(await readStageFile(batchPath, "batch"), options);
-  const [first, last] = [result.metrics[0], result.metrics.at(-1)!];
-  console.log(
-    `train: loss ${first.loss.toFixed(3)} → ${
-      last.loss.toFixed(3)
-    } over ${result.metrics.length} AdamW steps; wrote ${result.out}`,
-  );
-
-  const tuned = await loadPolicy(modelDir, { adapter: result.out, threads: config.model.threads });
-  try {
-    console.log(
-      `answers' mean log-prob per token, with the adapter: ${
-        (await answerLikelihood(tuned, batchPath)).toFixed(3)
-      }`,
-    );
-    await greedyReplies(tuned, tokenizer, prompts, "tuned");
-  } finally {
-    await tuned.close();
-  }
-  nextStages(config, hash);
+  await Deno.mkdir(config.loop.run_dir, { recursive: true });
 }
 
-/** Points at the next stage; the demo's body (running the rollout stage here) is rewritten by a later issue. */
-function nextStages(config: Config, _configHash: string): void {
-  const out = join(config.loop.run_dir, "demo", "rollouts.arrow");
-  console.log(`next: deno task rollout --out ${out} (multi-turn tool use with the same model)`);
+function pct(x: number): string {
+  return `${(100 * x).toFixed(1)}%`;
 }
 
 const HELP = `deno task demo [--config FILE] [--section.key=value ...]
 
-Runs the main job on a tiny random Qwen3 in loop.run_dir (default runs/demo): sampling, a supervised
-warm start through the train stage, the answers' likelihood before and after.
+GRPO teaching a small Qwen3-architecture model to use the calculator, on 2 CPU cores, nothing downloaded:
+builds the model (Qwen3 tokenizer pruned to the task), a supervised warm start, then GRPO steps of the loop;
+prints held-out accuracy and tool use before and after GRPO, and the report's path. Settings:
+configs/demo.yaml (model shape and warm start: lib/demo/settings.ts). Outputs in runs/demo/.
 
-  --config FILE    configuration file (default: the repository's config.yaml)
-  --a.b=VALUE      override one configuration key (after the demo's own settings), e.g.
-                   --data.arithmetic.seed=3 or --train.num_iterations=10
+  --config FILE    configuration file (default: configs/demo.yaml)
+  --a.b=VALUE      override one configuration key, e.g. --loop.steps=10
   --print-config   print the resolved configuration and exit
   --debug          show stack traces
   --help           this text
 
 Examples:
   deno task demo
-  deno task demo --train.num_iterations=10 --rollout.generation.temperature=0.7`;
+  deno task demo --loop.steps=10 --eval.num_tasks=100`;
 
-/** The demo's command line: its configuration (demo settings, then the user's overrides), or null when done. */
+/** The demo's command line: its configuration, or null when done (help, print-config). */
 async function configFromArgs(argv: string[]): Promise<{ config: Config; hash: string } | null> {
   const { values, overrides } = parseCommandLine(argv, {
     command: "deno task demo",
@@ -202,10 +132,7 @@ async function configFromArgs(argv: string[]): Promise<{ config: Config; hash: s
     console.log(HELP);
     return null;
   }
-  const loaded = await loadConfig({
-    file: values.config as string | undefined,
-    overrides: [...DEMO.overrides, ...overrides],
-  });
+  const loaded = await loadConfig({ file: (values.config as string | undefined) ?? DEMO_CONFIG, overrides });
   if (values["print-config"]) {
     console.log(`# config hash ${loaded.hash}\n${stringify(loaded.config)}`);
     return null;
@@ -216,7 +143,18 @@ async function configFromArgs(argv: string[]): Promise<{ config: Config; hash: s
 if (import.meta.main) {
   try {
     const loaded = await configFromArgs(Deno.args);
-    if (loaded) await main(loaded.config, loaded.hash);
+    if (loaded) {
+      const r = await demo(loaded.config, loaded.hash);
+      console.log(
+        `\nheld-out accuracy (${r.after.episodes} problems, greedy): ${
+          pct(r.before.accuracy)
+        } after the warm ` +
+          `start -> ${pct(r.after.accuracy)} after ${r.after.step} GRPO steps ` +
+          `(${(100 * (r.after.accuracy - r.before.accuracy)).toFixed(1)} points)`,
+      );
+      console.log(`calculator use: ${pct(r.before.toolUse)} -> ${pct(r.after.toolUse)}`);
+      console.log(`report: ${r.report} (demo took ${(r.seconds / 60).toFixed(1)} min)`);
+    }
   } catch (error) {
     Deno.exit(reportFailure("demo", error, Deno.args.includes("--debug")));
   }
