@@ -47,16 +47,16 @@ export interface DemoSettings {
 
 /** The demo's defaults (measured on 2 CPU cores: docs/demo.md). */
 export const DEMO_SETTINGS: DemoSettings = {
-  model: { layers: 2, hidden: 128, heads: 4, kvHeads: 2, headDim: 32, intermediate: 256, seed: 0 },
+  model: { layers: 2, hidden: 128, heads: 8, kvHeads: 4, headDim: 64, intermediate: 256, seed: 0 },
   warmStart: {
-    traces: 512,
+    traces: 600,
     directFraction: 0.6,
     seed: 1,
-    steps: 300,
-    toolOnlySteps: 200,
-    tracesPerStep: 8,
-    lr: 2e-2,
-    warmupSteps: 20,
+    steps: 1200,
+    toolOnlySteps: 900,
+    tracesPerStep: 4,
+    lr: 1e-2,
+    warmupSteps: 50,
   },
 };
 
