@@ -11,7 +11,7 @@ import { join } from "node:path";
 import { readStageFile } from "../lib/arrow/read.ts";
 import { loadConfig } from "../lib/config/mod.ts";
 import { generateArithmeticTasks } from "../lib/data/arithmetic.ts";
-import { splitHeldOut } from "../lib/demo/evaluate.ts";
+import { splitHeldOut } from "../lib/rollout/tasks.ts";
 import { buildDemoModel } from "../lib/demo/model.ts";
 import { DEMO_SETTINGS } from "../lib/demo/settings.ts";
 import { tracePlans, warmStart, writeWarmStartBatches } from "../lib/demo/warm_start.ts";
@@ -116,7 +116,7 @@ Deno.test("splitHeldOut holds out the last tasks and refuses a split that leaves
   const { train, heldOut } = splitHeldOut(tasks, 10);
   assert.deepEqual([...train, ...heldOut], tasks);
   assert.equal(heldOut.length, 10);
-  assert.throws(() => splitHeldOut(tasks, 24), /held-out/);
+  assert.throws(() => splitHeldOut(tasks, 24), /held out/);
 });
 
 Deno.test("warmStart trains in one process, lowers the loss, and saves an adapter with a fresh optimizer", async () => {
