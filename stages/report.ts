@@ -35,6 +35,7 @@ if (import.meta.main) {
     summary: "Renders a run directory (RUN, the first argument, or --run RUN) as one self-contained HTML " +
       "page with charts per step, eval points and trajectories; writes RUN/report.html unless --out is given.",
     stringFlags: ["run"],
+    output: { kind: "html" },
     flagHelp: ["--run DIR        the run directory (or give it as the first argument)"],
     run: async (args) =>
       console.log(`report: wrote ${await writeReport(args.flags.run as string, args.output)}`),

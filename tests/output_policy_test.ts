@@ -16,6 +16,7 @@ import { checkOutputPath, OUTPUT_MARKER } from "../lib/fs/output.ts";
 import { recoverReplacement } from "../lib/fs/replace.ts";
 import { SAMPLE_META, sampleColumns } from "./fixtures/arrow_samples.ts";
 import { makeTinyModel } from "./helpers/tiny_model.ts";
+import { makeRunDir } from "./fixtures/run_dir.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname.replace(/\/$/, "");
 
@@ -102,6 +103,7 @@ async function writers(batch: string) {
     { name: "score", script: "stages/score.ts", args: ["--in", batch], hasInput: true },
     { name: "mask", script: "stages/mask.ts", args: ["--in", batch], hasInput: true },
     { name: "eval", script: "stages/eval.ts", args: [`--model.path=${model}`], hasInput: false },
+    { name: "report", script: "stages/report.ts", args: [await makeRunDir({ steps: 1 })], hasInput: false },
   ];
 }
 

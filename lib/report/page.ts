@@ -18,6 +18,7 @@ import { type EvalPoint, loadRunData, type RunData, type RunMetrics } from "./ru
 import { lineChart, type Series, stackedBarChart } from "./svg_chart.ts";
 import { type Decode, renderTrajectory } from "./trajectory.ts";
 import { PAGE_STYLE } from "./style.ts";
+import { HTML_MARKER } from "../fs/output.ts";
 
 export interface ReportOptions {
   /** How to turn token ids into text; default the tokenizer of the run's `model.path`, null = none. */
@@ -37,7 +38,7 @@ export async function renderReport(runDir: string, opts: ReportOptions = {}): Pr
       trajectories(run, decode)
     }`,
   ];
-  return `<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">` +
+  return `<!DOCTYPE html>${HTML_MARKER}<html lang="en"><head><meta charset="utf-8">` +
     `<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'">` +
     `<meta name="viewport" content="width=device-width, initial-scale=1">` +
     `<title>${escapeHtml(`Run ${run.name}`)}</title><style>${PAGE_STYLE}</style></head>` +
