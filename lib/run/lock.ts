@@ -49,7 +49,8 @@ async function ownerOf(path: string): Promise<number | null> {
  */
 function isAlive(pid: number): boolean {
   try {
-    return new Deno.Command("kill", { args: ["-0", String(pid)], stderr: "null", stdout: "null" }).outputSync()
+    return new Deno.Command("kill", { args: ["-0", String(pid)], stderr: "null", stdout: "null" })
+      .outputSync()
       .success;
   } catch {
     return true; // cannot tell: never take over a lock that may be held
