@@ -251,7 +251,8 @@ export async function realPathOf(path: string): Promise<string> {
   }
 }
 
-async function statOrNull(path: string): Promise<Deno.FileInfo | null> {
+/** `Deno.stat`, or null where nothing is (a missing path, or a parent that is a file). */
+export async function statOrNull(path: string): Promise<Deno.FileInfo | null> {
   try {
     return await Deno.stat(path);
   } catch (e) {

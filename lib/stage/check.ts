@@ -10,7 +10,7 @@
  * @module
  */
 
-import { parseKind } from "../fs/output.ts";
+import { parseKind, statOrNull } from "../fs/output.ts";
 import { join } from "node:path";
 import { UserError } from "../errors.ts";
 import { readTextIfExists } from "../fs/read.ts";
@@ -85,13 +85,4 @@ async function checkDirWith(
     ? `it has no ${file}, so it is not ${expect.what}`
     : null;
   if (why) throw new UserError(name, { value: path, why, fix: expect.fix });
-}
-
-async function statOrNull(path: string): Promise<Deno.FileInfo | null> {
-  try {
-    return await Deno.stat(path);
-  } catch (e) {
-    if (e instanceof Deno.errors.NotFound || e instanceof Deno.errors.NotADirectory) return null;
-    throw e;
-  }
 }
