@@ -13,3 +13,14 @@ export async function readTextIfExists(path: string): Promise<string | null> {
     throw e;
   }
 }
+
+/** Whether anything (a file, directory or link, not followed) is at `path`. */
+export async function pathExists(path: string): Promise<boolean> {
+  try {
+    await Deno.lstat(path);
+    return true;
+  } catch (e) {
+    if (e instanceof Deno.errors.NotFound) return false;
+    throw e;
+  }
+}

@@ -16,6 +16,7 @@
  */
 
 import { basename, dirname, join } from "node:path";
+import { pathExists as exists } from "./read.ts";
 
 const MANIFEST = ".manifest.json";
 
@@ -128,16 +129,6 @@ async function removeAside(aside: string, withManifest: boolean): Promise<void> 
 async function renameIfExists(from: string, to: string): Promise<boolean> {
   try {
     await Deno.rename(from, to);
-    return true;
-  } catch (e) {
-    if (e instanceof Deno.errors.NotFound) return false;
-    throw e;
-  }
-}
-
-async function exists(path: string): Promise<boolean> {
-  try {
-    await Deno.lstat(path);
     return true;
   } catch (e) {
     if (e instanceof Deno.errors.NotFound) return false;

@@ -47,6 +47,7 @@ import { linearPath, type ModelDir, openModelDir } from "./model_dir.ts";
 import type { Qwen3Config } from "./hf_config.ts";
 import { type Adapter, loraScale, loraTensorSpecs } from "./lora.ts";
 import { TOKENIZER_FILES } from "./tokenizer.ts";
+import { pathExists as exists } from "../fs/read.ts";
 
 export type { MergeAdapter, MergePair } from "./export_weights.ts";
 
@@ -164,16 +165,6 @@ async function checkTarget(source: string, out: string): Promise<void> {
     why: "it exists, is not empty and is not a previous export (no onnx/model.onnx), so it is not replaced",
     fix: "choose a new or empty directory, or remove this one",
   });
-}
-
-async function exists(path: string): Promise<boolean> {
-  try {
-    await Deno.lstat(path);
-    return true;
-  } catch (e) {
-    if (e instanceof Deno.errors.NotFound) return false;
-    throw e;
-  }
 }
 
 function json(value: unknown): string {
