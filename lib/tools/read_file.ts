@@ -5,7 +5,9 @@
  * - `task.meta.files` ({relative path → content}): the files are those strings; nothing touches the
  *   disk, so no symlink can lead out.
  * - otherwise the directory `rollout.tools.read_file_root`/`task.meta.files_dir`, or the root itself
- *   when the task names no `files_dir`.
+ *   when the task names no `files_dir`. `files_dir` passes the same text checks as a path, and the
+ *   jail is its real path, which must lie inside the root's real path (a symlinked `files_dir` pointing
+ *   out of the root is refused).
  *
  * Every path is checked twice: as text (no NUL, not absolute, no `..`, at most MAX_PATH_CHARS), and on
  * disk after resolving symlinks (the real path must lie inside the jail's real path), and the file read
@@ -39,7 +41,7 @@ export function readFileTool(root: string | null): Tool {
       if (refusal !== undefined) return fail(refusal);
       const files = inlineFiles(ctx.task);
       if (files !== undefined) return readInline(files, path);
-      const jail = jailDirectory(root, ctx.task);
+      const jail = await jailDirectory(root, ctx.task);
       if (typeof jail !== "string") return fail(jail.error);
       return await readInJail(jail, path);
     },
@@ -91,31 +93,54 @@ function listing(names: string[]): string {
   return names.length > 20 ? `${shown} and ${names.length - 20} more` : shown;
 }
 
-/** The task's directory, or why the task has none. */
-function jailDirectory(root: string | null, task: Task): string | { error: string } {
+/**
+ * The real path of the task's directory, or why the task has none. The directory is the real path of
+ * `root`/`files_dir` and must lie inside the real path of the root: a `files_dir` that is (or passes
+ * through) a symlink pointing out of the root is refused before anything is read.
+ */
+async function jailDirectory(root: string | null, task: Task): Promise<string | { error: string }> {
   if (root === null) return { error: "this task has no files to read" };
   const dir = task.meta?.files_dir;
-  if (dir === undefined) return root;
-  if (typeof dir !== "string" || checkPathText(dir) !== undefined) {
-    return { error: `this task's files_dir ${JSON.stringify(dir)} is not a relative path inside the root` };
+  const refusal = dir === undefined
+    ? undefined
+    : typeof dir !== "string"
+    ? "not a string"
+    : checkPathText(dir);
+  if (refusal !== undefined) {
+    return { error: `this task's files_dir ${JSON.stringify(dir)} is refused: ${refusal}` };
   }
-  return `${root}/${normalize(dir)}`;
-}
-
-async function readInJail(jail: string, path: string): Promise<ToolResult> {
+  const sub = typeof dir === "string" ? normalize(dir) : "";
+  let realRoot: string;
   let realJail: string;
   try {
-    realJail = await Deno.realPath(jail);
+    realRoot = await Deno.realPath(root);
+    realJail = await Deno.realPath(`${root}/${sub}`);
   } catch {
-    return fail("this task has no files to read");
+    return { error: "this task has no files to read" };
   }
+  if (!isInside(realJail, realRoot)) {
+    return {
+      error: `this task's files_dir ${JSON.stringify(dir)} resolves outside the files root (through a ` +
+        "symlink); nothing is read from it",
+    };
+  }
+  return realJail;
+}
+
+/** Whether the real path `path` is `dir` or lies below it. */
+function isInside(path: string, dir: string): boolean {
+  return path === dir || path.startsWith(dir.endsWith("/") ? dir : `${dir}/`);
+}
+
+/** Reads `path` inside the jail (a real path); the file read is the resolved one, checked again. */
+async function readInJail(realJail: string, path: string): Promise<ToolResult> {
   let real: string;
   try {
     real = await Deno.realPath(`${realJail}/${normalize(path)}`);
   } catch {
     return fail(`no file "${path}" in this task`);
   }
-  if (real !== realJail && !real.startsWith(`${realJail}/`)) {
+  if (!isInside(real, realJail)) {
     return fail(`path "${path}" resolves outside the task's files (through a symlink); it is not allowed`);
   }
   const info = await Deno.stat(real);
