@@ -207,11 +207,17 @@ test("the network is unreachable: a loopback listener on the host and remote fet
   assert.deepEqual(js.status, "error");
 });
 
-test("writes to /tmp, /dev/shm and ../ stay in the call and are not seen by the next one", async () => {
+test("writes to /tmp, /dev/shm stay in the call, ../ is refused, and the next call sees none", async () => {
   const token = `tok${crypto.randomUUID().slice(0, 8)}`;
-  const paths = [`/tmp/${token}`, `/dev/shm/${token}`, `../${token}`, token];
-  const write = paths.map((p) => `open(${JSON.stringify(p)}, 'w').write('x')`).join("\n");
-  assert.deepEqual((await run({ language: "python", code: write })).status, "ok");
+  const inside = [`/tmp/${token}`, `/dev/shm/${token}`, token];
+  const write = [
+    ...inside.map((p) => `open(${JSON.stringify(p)}, 'w').write('x')`),
+    `try: open('../${token}', 'w')`,
+    "except OSError as e: print(e.strerror)",
+  ].join("\n");
+  const wrote = await run({ language: "python", code: write });
+  assert.deepEqual([wrote.status, wrote.stdout], ["ok", "Read-only file system\n"], wrote.stderr);
+  const paths = [...inside, `../${token}`];
   for (const path of [`/tmp/${token}`, `/dev/shm/${token}`, `${Deno.cwd()}/../${token}`]) {
     assert.ok(!existsSync(path), `${path} is visible on the host`);
   }

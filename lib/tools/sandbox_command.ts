@@ -123,6 +123,9 @@ export function bwrapCommand(o: BwrapOptions): string[] {
   for (const name of o.names) args.push("--ro-bind", `${o.hostDir}/${name}`, `${SANDBOX_HOME}/${name}`);
   const binary = o.interpreter.bindBinary;
   if (binary !== undefined) args.push("--ro-bind", binary, binary);
+  // bwrap's root and its /dev are unsized tmpfs mounts owned by the sandbox user: once every mount point
+  // exists, both become read-only, so the three sized mounts are all the run can write.
+  args.push("--remount-ro", "/dev", "--remount-ro", "/");
   args.push("--chdir", SANDBOX_HOME, "--clearenv");
   const env = { ...baseEnv(SANDBOX_HOME), ...o.interpreter.env(SANDBOX_HOME) };
   for (const [key, value] of Object.entries(env)) args.push("--setenv", key, value);
