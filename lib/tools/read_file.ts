@@ -17,6 +17,7 @@
  */
 
 import type { Task } from "../data/task.ts";
+import { isAncestorOrSelf } from "../fs/output.ts";
 import type { Tool, ToolResult } from "./types.ts";
 
 /** Longest path accepted. */
@@ -118,18 +119,13 @@ async function jailDirectory(root: string | null, task: Task): Promise<string | 
   } catch {
     return { error: "this task has no files to read" };
   }
-  if (!isInside(realJail, realRoot)) {
+  if (!isAncestorOrSelf(realRoot, realJail)) {
     return {
       error: `this task's files_dir ${JSON.stringify(dir)} resolves outside the files root (through a ` +
         "symlink); nothing is read from it",
     };
   }
   return realJail;
-}
-
-/** Whether the real path `path` is `dir` or lies below it. */
-function isInside(path: string, dir: string): boolean {
-  return path === dir || path.startsWith(dir.endsWith("/") ? dir : `${dir}/`);
 }
 
 /** Reads `path` inside the jail (a real path); the file read is the resolved one, checked again. */
@@ -140,7 +136,7 @@ async function readInJail(realJail: string, path: string): Promise<ToolResult> {
   } catch {
     return fail(`no file "${path}" in this task`);
   }
-  if (!isInside(real, realJail)) {
+  if (!isAncestorOrSelf(realJail, real)) {
     return fail(`path "${path}" resolves outside the task's files (through a symlink); it is not allowed`);
   }
   const info = await Deno.stat(real);
