@@ -247,7 +247,14 @@ test("binary and invalid UTF-8 output comes back as valid UTF-8 with replacement
 });
 
 test("JavaScript on Deno runs with no permissions, no remote imports and a memory limit", async () => {
-  const deno = await openSandbox({ kind: "bwrap", unsafeNoSandbox: false, javascript: "deno" });
+  // As root with Deno under a private home (npx), the sandbox runs a copy of it from this cache.
+  const binaryCacheDir = `${TEMP}/binary-cache`;
+  const deno = await openSandbox({
+    kind: "bwrap",
+    unsafeNoSandbox: false,
+    javascript: "deno",
+    binaryCacheDir,
+  });
   const ok = await deno.run({ language: "javascript", code: "console.log(typeof Deno, 6 * 7)" });
   assert.deepEqual([ok.status, ok.stdout], ["ok", "object 42\n"]);
   const env = await deno.run({ language: "javascript", code: "console.log(Deno.env.get('HOME'))" });

@@ -10,8 +10,8 @@
  * @module
  */
 
-import { type ErrorParts, formatMessage, UserError } from "../errors.ts";
-import { InfrastructureError } from "./types.ts";
+import { UserError } from "../errors.ts";
+import { SandboxUnavailableError } from "./sandbox_error.ts";
 import {
   baseEnv,
   bwrapCommand,
@@ -20,6 +20,9 @@ import {
   resolveInterpreters,
 } from "./sandbox_command.ts";
 import { type ProcessSpec, runProcess } from "./sandbox_process.ts";
+import { cachedBinary, DEFAULT_BINARY_CACHE, reachableByAnyone } from "./sandbox_binary.ts";
+
+export { SandboxUnavailableError };
 
 export type SandboxKind = "bwrap" | "none";
 export type Language = "python" | "javascript";
@@ -69,18 +72,6 @@ export interface Sandbox {
   run(req: RunRequest): Promise<RunResult>;
 }
 
-/**
- * Infrastructure fault: bubblewrap (or prlimit, or an interpreter) missing or unable to start.
- * An InfrastructureError, not a UserError: it stops the stage instead of scoring the model.
- * (Sandbox `none` without `unsafeNoSandbox` is the user's config and throws a UserError instead.)
- */
-export class SandboxUnavailableError extends InfrastructureError {
-  constructor(what: string, parts: ErrorParts) {
-    super(formatMessage(what, parts));
-    this.name = "SandboxUnavailableError";
-  }
-}
-
 export interface OpenSandboxOptions {
   kind: SandboxKind;
   unsafeNoSandbox: boolean;
@@ -91,6 +82,11 @@ export interface OpenSandboxOptions {
   javascript?: "auto" | "deno";
   /** Where the per-run host directories go (default: the system temp dir). */
   tempDir?: string;
+  /**
+   * Where a copy of the running Deno goes when the sandbox user cannot reach it (as root, for Deno
+   * under a private home); default /var/cache/deno-rl. See sandbox_binary.ts.
+   */
+  binaryCacheDir?: string;
 }
 
 /** Checks that the sandbox works (bwrap present and able to start; a tiny probe run) before any work. */
@@ -102,11 +98,17 @@ export async function openSandbox(o: OpenSandboxOptions): Promise<Sandbox> {
       fix: "install bubblewrap and use sandbox bwrap, or set rollout.tools.unsafe_no_sandbox to true",
     });
   }
-  const interpreters = await resolveInterpreters(o.javascript ?? "auto");
   const prlimit = await requireExecutable("prlimit", "util-linux");
   const wrap = o.kind === "bwrap"
     ? await bwrapWrapper()
     : { setsid: await requireExecutable("setsid", "util-linux") };
+  // As root the jail runs as nobody, who may not reach the running Deno (e.g. under /root/.npm).
+  const cacheDir = o.binaryCacheDir ?? DEFAULT_BINARY_CACHE;
+  const reachable = async (binary: string) =>
+    "setpriv" in wrap && wrap.setpriv !== undefined && !await reachableByAnyone(binary)
+      ? await cachedBinary(binary, cacheDir)
+      : binary;
+  const interpreters = await resolveInterpreters(o.javascript ?? "auto", reachable);
   const sandbox = new ProcessSandbox(o.kind, interpreters, prlimit, wrap, o);
   await probe(sandbox, interpreters);
   return sandbox;
@@ -148,19 +150,22 @@ async function requireExecutable(name: string, debianPackage: string): Promise<s
   return path;
 }
 
-/** A tiny program must run and print; otherwise bwrap cannot start here (no user namespaces...). */
+/**
+ * A tiny program in each language must run and print. bwrap failing to start throws from runProcess
+ * with bwrap's own reason; getting here means the jail came up and the interpreter did not run.
+ */
 async function probe(sandbox: Sandbox, interpreters: Map<Language, Interpreter>): Promise<void> {
-  const language: Language = interpreters.has("python") ? "python" : "javascript";
-  const code = language === "python" ? 'print("probe")' : 'console.log("probe")';
-  const result = await sandbox.run({ language, code, limits: { timeoutMs: 30_000 } });
-  if (result.status !== "ok" || result.stdout !== "probe\n") {
-    throw new SandboxUnavailableError(`sandbox ${sandbox.kind}`, {
-      value: `${result.status}: ${result.stderr.trim().slice(0, 300)}`,
-      why: "a probe program did not run inside the sandbox",
-      fix:
-        "check that unprivileged user namespaces are enabled (sysctl kernel.unprivileged_userns_clone=1; " +
-        "on Ubuntu 24.04 also kernel.apparmor_restrict_unprivileged_userns=0); see docs/sandbox.md",
-    });
+  for (const [language, interpreter] of interpreters) {
+    const code = language === "python" ? 'print("probe")' : 'console.log("probe")';
+    const result = await sandbox.run({ language, code, limits: { timeoutMs: 30_000 } });
+    if (result.status !== "ok" || result.stdout !== "probe\n") {
+      const binary = interpreter.argv(interpreter.file)[0];
+      throw new SandboxUnavailableError(`sandbox ${sandbox.kind}: ${language} on ${binary}`, {
+        value: `${result.status}: ${result.stderr.trim().slice(0, 300)}`,
+        why: "a probe program did not run inside the sandbox, though the sandbox itself started",
+        fix: `check that ${binary} runs, and that every user can read it; see docs/sandbox.md`,
+      });
+    }
   }
 }
 

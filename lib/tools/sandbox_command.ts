@@ -51,9 +51,13 @@ async function isExecutableFile(path: string): Promise<boolean> {
 /**
  * Python: Debian's python3 under /usr (the jail binds /usr only, so a pyenv or conda python in $HOME is
  * not used). JavaScript: node under /usr if present, else the Deno running this process, with no
- * permissions and no remote or npm imports.
+ * permissions and no remote or npm imports. `reachable` maps a binary outside /usr to a path the
+ * sandbox user can bind and run (sandbox_binary.ts; the identity when that user is us).
  */
-export async function resolveInterpreters(javascript: "auto" | "deno"): Promise<Map<Language, Interpreter>> {
+export async function resolveInterpreters(
+  javascript: "auto" | "deno",
+  reachable: (binary: string) => Promise<string> = (binary) => Promise.resolve(binary),
+): Promise<Map<Language, Interpreter>> {
   const found = new Map<Language, Interpreter>();
   for (const python of ["/usr/bin/python3", "/usr/local/bin/python3"]) {
     if (await isExecutableFile(python)) {
@@ -67,18 +71,22 @@ export async function resolveInterpreters(javascript: "auto" | "deno"): Promise<
       break;
     }
   }
-  found.set("javascript", await javascriptInterpreter(javascript));
+  found.set("javascript", await javascriptInterpreter(javascript, reachable));
   return found;
 }
 
-async function javascriptInterpreter(javascript: "auto" | "deno"): Promise<Interpreter> {
+async function javascriptInterpreter(
+  javascript: "auto" | "deno",
+  reachable: (binary: string) => Promise<string>,
+): Promise<Interpreter> {
   for (const node of ["/usr/bin/node", "/usr/local/bin/node"]) {
     if (javascript === "auto" && await isExecutableFile(node)) {
       const argv = (file: string) => [node, file];
       return { file: "main.js", argv, memoryLimit: "data", memoryOverheadBytes: 0, env: () => ({}) };
     }
   }
-  const deno = await Deno.realPath(Deno.execPath());
+  const running = await Deno.realPath(Deno.execPath());
+  const deno = running.startsWith("/usr/") ? running : await reachable(running);
   const flags = ["run", "--no-remote", "--no-npm", "--no-config", "--no-lock", "--no-prompt", "--quiet"];
   return {
     file: "main.js",

@@ -7,7 +7,8 @@
  * @module
  */
 
-import { type RunResult, type SandboxLimits, SandboxUnavailableError } from "./sandbox.ts";
+import type { RunResult, SandboxLimits } from "./sandbox.ts";
+import { SandboxUnavailableError } from "./sandbox_error.ts";
 import { START_MARKER } from "./sandbox_command.ts";
 
 export interface ProcessSpec {
@@ -100,9 +101,39 @@ function stripMarker(spec: ProcessSpec, stderr: string, code: number, reason?: K
   if (reason !== undefined) return stderr; // killed (deadline, abort) before the jail was up
   throw new SandboxUnavailableError(`sandbox: ${spec.command}`, {
     value: `exit ${code}: ${stderr.trim().slice(0, 300)}`,
-    why: "bubblewrap could not start the program",
-    fix: "check that unprivileged user namespaces are enabled; see docs/sandbox.md",
+    ...bwrapFailure(stderr),
   });
+}
+
+/** Why bwrap did not start the program, told from its own message where it names the cause. */
+export function bwrapFailure(stderr: string): { why: string; fix: string } {
+  const source = /Can't find source path (.*): (Permission denied|No such file or directory)/.exec(stderr);
+  if (source !== null && source[2] === "Permission denied") {
+    return {
+      why: `bubblewrap could not start the program: the sandbox user cannot read ${source[1]} (a directory ` +
+        "on its way is closed to other users)",
+      fix: `let every user read it (chmod o+r on the file, o+x on each directory above it) or move it; ` +
+        "see docs/sandbox.md",
+    };
+  }
+  if (source !== null) {
+    return {
+      why: `bubblewrap could not start the program: ${source[1]} does not exist`,
+      fix: "check that the file named exists (a temp directory removed during the run?); see docs/sandbox.md",
+    };
+  }
+  if (/namespace|uid map|Operation not permitted/i.test(stderr)) {
+    return {
+      why: "bubblewrap could not start the program: it may not create the namespaces of the jail here",
+      fix:
+        "check that unprivileged user namespaces are enabled (sysctl kernel.unprivileged_userns_clone=1; " +
+        "on Ubuntu 24.04 also kernel.apparmor_restrict_unprivileged_userns=0); see docs/sandbox.md",
+    };
+  }
+  return {
+    why: "bubblewrap could not start the program (its own message, above, says why)",
+    fix: "see docs/sandbox.md for what the sandbox needs",
+  };
 }
 
 async function feed(stream: WritableStream<Uint8Array>, text: string): Promise<void> {
