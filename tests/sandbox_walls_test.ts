@@ -38,12 +38,13 @@ async function sha256(path: string): Promise<string> {
 
 /**
  * Python that tries to write `cap` bytes (files of `limit` bytes) into every directory of the jail it
- * can find (a walk of the whole tree, /proc aside, plus places a program would try first), prints how
- * many bytes each place took, then sleeps so the host can read its shared memory meanwhile.
+ * can find (a walk of the whole tree, /proc aside, plus places a program would try first), and as much
+ * into memory files (memfd) and System V shared memory, which live in no mount; prints how many bytes
+ * each place took, then sleeps so the host can read its shared memory meanwhile.
  */
 function fillProgram(limit: number, cap: number): string {
   return `
-import json, os, time
+import ctypes, json, os, time
 LIMIT, CAP, BLOCK = ${limit}, ${cap}, b"x" * (1 << 20)
 places = ["/", "/tmp", "/dev/shm", os.environ["HOME"], "/var", "/run", "/etc", "/home", "/dev",
           "/dev/pts", "/dev/mqueue", "/var/tmp", "/usr", "/usr/local", "/root", "/mnt", "/opt", "/srv"]
@@ -69,7 +70,38 @@ def fill(place):
             os.close(fd)
     return total
 
+held = []  # memfd descriptors, kept open (and their memory with them) until the program ends
+
+def fill_memfds():
+    total = 0
+    try:
+        for _ in range(CAP // LIMIT):
+            held.append(os.memfd_create("fill"))
+            while os.fstat(held[-1]).st_size < LIMIT:
+                total += os.write(held[-1], BLOCK)
+    except OSError:
+        pass
+    return total
+
+def fill_sysv_shm():
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.shmat.restype = ctypes.c_void_p
+    total = 0
+    for _ in range(CAP // LIMIT):
+        segment = libc.shmget(0, LIMIT, 0o1000 | 0o600)  # IPC_PRIVATE, IPC_CREAT
+        if segment < 0:
+            break
+        address = libc.shmat(segment, None, 0)
+        if address in (None, ctypes.c_void_p(-1).value):
+            break
+        ctypes.memset(address, 1, LIMIT)
+        libc.shmdt(ctypes.c_void_p(address))  # detached, the segment stays
+        total += LIMIT
+    return total
+
 written = {place: fill(place) for place in dict.fromkeys(places)}
+written["memfd"] = fill_memfds()
+written["sysv-shm"] = fill_sysv_shm()
 print(json.dumps({place: n for place, n in written.items() if n > 0}), flush=True)
 time.sleep(1.5)
 `;
@@ -90,7 +122,8 @@ test("a run can write only its three sized mounts, and host shared memory grows 
   clearInterval(sampler);
   assert.equal(result.status, "ok", result.stderr);
   const written: Record<string, number> = JSON.parse(result.stdout);
-  // Each sized mount takes exactly its size; every other place (/, /home, /etc, /dev...) takes nothing.
+  // Each sized mount takes exactly its size; every other place (/, /home, /etc, /dev..., memfd and
+  // System V shared memory) takes nothing.
   assert.deepEqual(written, { [SANDBOX_HOME]: limit, "/tmp": limit, "/dev/shm": limit });
   // What the host pays: the bound, plus 4 MiB for tmpfs bookkeeping and other processes' noise.
   const grew = peak - before;

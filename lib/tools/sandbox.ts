@@ -21,6 +21,7 @@ import {
 } from "./sandbox_command.ts";
 import { type ProcessSpec, runProcess } from "./sandbox_process.ts";
 import { cachedBinary, DEFAULT_BINARY_CACHE, reachableByAnyone } from "./sandbox_binary.ts";
+import { seccompFilter } from "./sandbox_seccomp.ts";
 
 export { SandboxUnavailableError };
 
@@ -120,13 +121,19 @@ type Wrapper = { setsid: string } | BwrapWrapper;
 interface BwrapWrapper {
   bwrap: string;
   setpriv?: string;
+  /** The jail's seccomp filter (sandbox_seccomp.ts), where the architecture has one. */
+  seccomp?: Uint8Array;
 }
+
+/** The filter's file in the run's host directory (a name no program file can have) and its descriptor. */
+const SECCOMP_FILE = ".seccomp.bpf";
+const SECCOMP_FD = 3;
 
 async function bwrapWrapper(): Promise<BwrapWrapper> {
   const bwrap = await requireExecutable("bwrap", "bubblewrap");
   // Root is exempt from RLIMIT_NPROC; an unprivileged user namespace makes the process limit count.
   const setpriv = await isRoot() ? await requireExecutable("setpriv", "util-linux") : undefined;
-  return { bwrap, setpriv };
+  return { bwrap, setpriv, seccomp: seccompFilter() };
 }
 
 /** Effective uid 0: the owner of a file we create (Deno.uid() would need --allow-sys). */
@@ -194,6 +201,8 @@ class ProcessSandbox implements Sandbox {
     return await this.#slots.run(async () => {
       const { dir, names } = await writeProgram(req, interpreter, this.options.tempDir);
       try {
+        const seccomp = "bwrap" in this.wrap ? this.wrap.seccomp : undefined;
+        if (seccomp !== undefined) await Deno.writeFile(`${dir}/${SECCOMP_FILE}`, seccomp, { mode: 0o600 });
         const spec = this.#spec(interpreter, dir, names, limits);
         return await runProcess(spec, req.stdin ?? "", limits, req.signal);
       } finally {
@@ -216,11 +225,18 @@ class ProcessSandbox implements Sandbox {
     }
     rlimits.push(`--nproc=${limits.maxProcesses}`);
     const inner = [this.prlimit, ...rlimits, "--", ...interpreter.argv(interpreter.file)];
-    const args = bwrapCommand({ hostDir: dir, names, interpreter, limits, inner });
-    const { bwrap, setpriv } = this.wrap;
-    if (setpriv === undefined) return { command: bwrap, args, killGroup: false, startMarker: true };
-    const drop = ["--reuid=65534", "--regid=65534", "--clear-groups", "--", bwrap];
-    return { command: setpriv, args: [...drop, ...args], killGroup: false, startMarker: true };
+    const { bwrap, setpriv, seccomp } = this.wrap;
+    const seccompFd = seccomp === undefined ? undefined : SECCOMP_FD;
+    const args = bwrapCommand({ hostDir: dir, names, interpreter, limits, inner, seccompFd });
+    const drop = setpriv === undefined
+      ? []
+      : [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", "--"];
+    let argv = [...drop, bwrap, ...args];
+    // bwrap reads the filter from a descriptor: a shell opens it (before setpriv drops us), then execs.
+    if (seccomp !== undefined) {
+      argv = ["/bin/sh", "-c", `exec "$@" ${SECCOMP_FD}<"$0"`, `${dir}/${SECCOMP_FILE}`, ...argv];
+    }
+    return { command: argv[0], args: argv.slice(1), killGroup: false, startMarker: true };
   }
 }
 

@@ -113,6 +113,8 @@ export interface BwrapOptions {
   limits: SandboxLimits;
   /** The command run in the jail (prlimit ... -- interpreter ...). */
   inner: string[];
+  /** A descriptor bwrap inherits holding the seccomp filter (sandbox_seccomp.ts), if any. */
+  seccompFd?: number;
 }
 
 /** The bubblewrap arguments: namespaces, read-only system dirs, fresh tmpfs mounts, a clean env. */
@@ -128,6 +130,7 @@ export function bwrapCommand(o: BwrapOptions): string[] {
     ...["--size", size, "--tmpfs", "/tmp", "--size", size, "--tmpfs", "/dev/shm"],
     ...["--size", size, "--tmpfs", SANDBOX_HOME],
   ];
+  if (o.seccompFd !== undefined) args.push("--seccomp", String(o.seccompFd));
   for (const name of o.names) args.push("--ro-bind", `${o.hostDir}/${name}`, `${SANDBOX_HOME}/${name}`);
   const binary = o.interpreter.bindBinary;
   if (binary !== undefined) args.push("--ro-bind", binary, binary);

@@ -75,7 +75,7 @@ export async function runProcess(
     const stderr = new Capture(child.stderr, limits.maxOutputBytes, onFlood);
     const status = await child.status;
     await Promise.all([stdout.finish(PIPE_GRACE_MS), stderr.finish(PIPE_GRACE_MS)]);
-    const err = spec.startMarker ? stripMarker(spec, stderr.text(), status.code, reason) : stderr.text();
+    const err = spec.startMarker ? stripMarker(stderr.text(), status.code, reason) : stderr.text();
     return {
       status: classify(reason, status.code, err),
       exitCode: reason === undefined ? status.code : null,
@@ -96,10 +96,10 @@ function classify(reason: KillReason | undefined, code: number, stderr: string):
 }
 
 /** No marker: bwrap failed before the program could start, an infrastructure fault. */
-function stripMarker(spec: ProcessSpec, stderr: string, code: number, reason?: KillReason): string {
+function stripMarker(stderr: string, code: number, reason?: KillReason): string {
   if (stderr.startsWith(START_MARKER)) return stderr.slice(START_MARKER.length);
   if (reason !== undefined) return stderr; // killed (deadline, abort) before the jail was up
-  throw new SandboxUnavailableError(`sandbox: ${spec.command}`, {
+  throw new SandboxUnavailableError("sandbox: bubblewrap", {
     value: `exit ${code}: ${stderr.trim().slice(0, 300)}`,
     ...bwrapFailure(stderr),
   });
