@@ -106,7 +106,7 @@ function stripMarker(stderr: string, code: number, reason?: KillReason): string 
 }
 
 /** Why bwrap did not start the program, told from its own message where it names the cause. */
-export function bwrapFailure(stderr: string): { why: string; fix: string } {
+function bwrapFailure(stderr: string): { why: string; fix: string } {
   const source = /Can't find source path (.*): (Permission denied|No such file or directory)/.exec(stderr);
   if (source !== null && source[2] === "Permission denied") {
     return {
