@@ -6,4 +6,5 @@
  */
 
 export type { RunRequest, RunResult, Sandbox, SandboxKind } from "../tools/sandbox.ts";
+export type { SandboxSession, SessionEnd, SessionRequest } from "../tools/sandbox_session.ts";
 export { openSandbox, SandboxUnavailableError } from "../tools/sandbox.ts";

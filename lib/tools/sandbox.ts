@@ -24,6 +24,7 @@ import { cachedBinary, DEFAULT_BINARY_CACHE, reachableByAnyone } from "./sandbox
 import { seccompFilter } from "./sandbox_seccomp.ts";
 
 export { SandboxUnavailableError };
+import { type SandboxSession, type SessionRequest, startSession } from "./sandbox_session.ts";
 
 export type SandboxKind = "bwrap" | "none";
 export type Language = "python" | "javascript";
@@ -71,6 +72,11 @@ export interface RunResult {
 export interface Sandbox {
   readonly kind: SandboxKind;
   run(req: RunRequest): Promise<RunResult>;
+  /**
+   * Starts one process per request, each in its own jail, and hands their sessions to `body`; kills
+   * them and removes their files when `body` settles. The group counts as one run of `maxConcurrency`.
+   */
+  withSessions<T>(reqs: SessionRequest[], body: (sessions: SandboxSession[]) => Promise<T>): Promise<T>;
 }
 
 export interface OpenSandboxOptions {
@@ -191,24 +197,63 @@ class ProcessSandbox implements Sandbox {
 
   async run(req: RunRequest): Promise<RunResult> {
     const limits = { ...DEFAULT_LIMITS, ...this.options.limits, ...req.limits };
-    const interpreter = this.interpreters.get(req.language);
-    if (interpreter === undefined) {
-      throw new SandboxUnavailableError(`sandbox: ${req.language}`, {
-        why: "no interpreter for this language was found (python3 under /usr)",
-        fix: "install python3 (Debian: apt-get install python3)",
-      });
-    }
+    const interpreter = this.#interpreter(req.language);
     return await this.#slots.run(async () => {
-      const { dir, names } = await writeProgram(req, interpreter, this.options.tempDir);
+      const { dir, names } = await this.#writeJail(req, interpreter);
       try {
-        const seccomp = "bwrap" in this.wrap ? this.wrap.seccomp : undefined;
-        if (seccomp !== undefined) await Deno.writeFile(`${dir}/${SECCOMP_FILE}`, seccomp, { mode: 0o600 });
         const spec = this.#spec(interpreter, dir, names, limits);
         return await runProcess(spec, req.stdin ?? "", limits, req.signal);
       } finally {
         await Deno.remove(dir, { recursive: true });
       }
     });
+  }
+
+  async withSessions<T>(
+    reqs: SessionRequest[],
+    body: (sessions: SandboxSession[]) => Promise<T>,
+  ): Promise<T> {
+    const interpreters = reqs.map((req) => this.#interpreter(req.language));
+    return await this.#slots.run(async () => {
+      const dirs: string[] = [];
+      const sessions: SandboxSession[] = [];
+      try {
+        for (const [i, req] of reqs.entries()) {
+          const limits = { ...DEFAULT_LIMITS, ...this.options.limits, ...req.limits };
+          const { dir, names } = await this.#writeJail(req, interpreters[i]);
+          dirs.push(dir);
+          sessions.push(startSession(this.#spec(interpreters[i], dir, names, limits), limits));
+        }
+        return await body(sessions);
+      } finally {
+        await Promise.all(sessions.map((session) => session.close().catch(() => {})));
+        for (const dir of dirs) await Deno.remove(dir, { recursive: true });
+      }
+    });
+  }
+
+  /** The run's host directory: the program's files, and the seccomp filter bwrap reads (when any). */
+  async #writeJail(
+    req: Pick<RunRequest, "code" | "files">,
+    interpreter: Interpreter,
+  ): Promise<{ dir: string; names: string[] }> {
+    const written = await writeProgram(req, interpreter, this.options.tempDir);
+    const seccomp = "bwrap" in this.wrap ? this.wrap.seccomp : undefined;
+    if (seccomp !== undefined) {
+      await Deno.writeFile(`${written.dir}/${SECCOMP_FILE}`, seccomp, { mode: 0o600 });
+    }
+    return written;
+  }
+
+  #interpreter(language: Language): Interpreter {
+    const interpreter = this.interpreters.get(language);
+    if (interpreter === undefined) {
+      throw new SandboxUnavailableError(`sandbox: ${language}`, {
+        why: "no interpreter for this language was found (python3 under /usr)",
+        fix: "install python3 (Debian: apt-get install python3)",
+      });
+    }
+    return interpreter;
   }
 
   #spec(interpreter: Interpreter, dir: string, names: string[], limits: SandboxLimits): ProcessSpec {
@@ -242,7 +287,7 @@ class ProcessSandbox implements Sandbox {
 
 /** A fresh host directory holding the program and its extra files, readable by the sandbox user. */
 async function writeProgram(
-  req: RunRequest,
+  req: Pick<RunRequest, "code" | "files">,
   interpreter: Interpreter,
   tempDir: string | undefined,
 ): Promise<{ dir: string; names: string[] }> {

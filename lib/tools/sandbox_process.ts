@@ -36,7 +36,7 @@ const OOM_PATTERN = new RegExp(
 );
 
 /** After the process exits, how long a leftover holder of its pipes may keep them open. */
-const PIPE_GRACE_MS = 200;
+export const PIPE_GRACE_MS = 200;
 
 type KillReason = "timeout" | "output_truncated";
 
@@ -89,14 +89,14 @@ export async function runProcess(
   }
 }
 
-function classify(reason: KillReason | undefined, code: number, stderr: string): RunResult["status"] {
+export function classify(reason: KillReason | undefined, code: number, stderr: string): RunResult["status"] {
   if (reason !== undefined) return reason;
   if (code === 0) return "ok";
   return OOM_PATTERN.test(stderr) ? "oom" : "error";
 }
 
 /** No marker: bwrap failed before the program could start, an infrastructure fault. */
-function stripMarker(stderr: string, code: number, reason?: KillReason): string {
+export function stripMarker(stderr: string, code: number, reason?: KillReason): string {
   if (stderr.startsWith(START_MARKER)) return stderr.slice(START_MARKER.length);
   if (reason !== undefined) return stderr; // killed (deadline, abort) before the jail was up
   throw new SandboxUnavailableError("sandbox: bubblewrap", {
@@ -147,7 +147,7 @@ async function feed(stream: WritableStream<Uint8Array>, text: string): Promise<v
 }
 
 /** Reads a pipe chunk by chunk, keeping at most `cap` bytes; at the cap it calls `onFlood` and stops. */
-class Capture {
+export class Capture {
   readonly #chunks: Uint8Array[] = [];
   #kept = 0;
   #truncated = false;
