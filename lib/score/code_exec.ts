@@ -1,23 +1,27 @@
 /**
- * `code_exec` (MBPP): 1 when the model's final code block passes every test of the task, run in the
- * rollout's sandbox through the harness of code_harness.ts, else 0.
+ * `code_exec` (MBPP): 1 when the model's final code block passes every test of the task, else 0. The
+ * solution and the tests run in two separate sandboxed processes (code_harness.ts); this file relays
+ * their messages and takes the verdict from the tests' process only.
  *
  * The solution is the last fenced code block (```python … ``` or ``` … ```; an unclosed fence runs to
  * the end) of the final assistant message's visible text. Setup = the task's `test_imports` lines,
  * then its `setup_code`; tests = `task.tests`.
  *
- * Statuses: `passed`; model failures (value 0): `no_code`, `solution_error` (the solution raised or
- * exited), `failed` (an assert failed), `test_error` (another exception in the tests), `no_sentinel`
- * (exit 0 without the harness's pass line: an early exit), `error`, `timeout`, `oom`,
- * `output_truncated`. A task without tests is bad data (UserError); a sandbox that cannot run throws
- * and stops the stage.
+ * Statuses: `passed`; model failures (value 0): `no_code`, `solution_error` (the solution raised
+ * while loading, its process exited non-zero, or it answered with something that is not plain data),
+ * `failed` (an assert failed), `test_error` (another exception in the tests, a solution's exception
+ * included), `no_sentinel` (the solution's process exited 0 before the tests finished: an early
+ * exit), `error` (the tests' process ended without a verdict), `timeout` (one deadline for the
+ * whole scoring), `oom`, `output_truncated` (a line or stderr past the output cap). A task without
+ * tests is bad data (UserError); a sandbox that cannot run throws and stops the stage.
  *
  * @module
  */
 
 import { UserError } from "../errors.ts";
 import { visibleText } from "./answer.ts";
-import { HARNESS_EXITS, HARNESS_PY, harnessInput, harnessPassed, makeNonce } from "./code_harness.ts";
+import { SERVER_PY, SOLUTION_FILE, TESTER_PY, TESTS_FILE, verdictOf } from "./code_harness.ts";
+import type { SandboxSession, SessionEnd, SessionRequest } from "./sandbox_api.ts";
 import type { Episode, RewardContext, RewardFn, RewardResult } from "./types.ts";
 
 /** The last fenced code block of `text`, or undefined. */
@@ -45,6 +49,9 @@ function testsOf(episode: Episode): { setup: string; tests: string[] } {
   return { setup, tests: task.tests };
 }
 
+/** Bytes per message line and of stderr, each process: room for large return values. */
+const CODE_OUTPUT_BYTES = 1024 ** 2;
+
 /** Runs one solution against its tests. */
 export async function runTests(
   solution: string,
@@ -53,22 +60,46 @@ export async function runTests(
   ctx: RewardContext,
 ): Promise<RewardResult> {
   if (!ctx.sandbox) throw new Error("code_exec: the score stage did not open a sandbox");
-  const nonce = makeNonce();
-  const run = await ctx.sandbox.run({
-    language: "python",
-    code: HARNESS_PY,
-    stdin: harnessInput(nonce, solution, setup, tests),
-    limits: { timeoutMs: ctx.codeTimeoutMs },
-  });
-  if (run.status === "ok" && harnessPassed(run.stdout, run.exitCode, nonce)) {
-    return { value: 1, status: "passed", correct: true };
+  const limits = { timeoutMs: ctx.codeTimeoutMs, maxOutputBytes: CODE_OUTPUT_BYTES };
+  const programs: SessionRequest[] = [
+    { language: "python", code: SERVER_PY, files: { [SOLUTION_FILE]: solution }, limits },
+    {
+      language: "python",
+      code: TESTER_PY,
+      files: { [TESTS_FILE]: JSON.stringify({ setup, tests }) },
+      limits,
+    },
+  ];
+  const status = await ctx.sandbox.withSessions(programs, ([server, tester]) => relay(server, tester));
+  return status === "passed" ? { value: 1, status, correct: true } : { value: 0, status, correct: false };
+}
+
+/**
+ * Passes each request of the tests' process to the solution's and its reply back, until the tests'
+ * process gives its verdict or either process ends.
+ */
+async function relay(server: SandboxSession, tester: SandboxSession): Promise<string> {
+  while (true) {
+    const request = await tester.readLine();
+    if (request === undefined) return testerEnded(await tester.wait());
+    const verdict = verdictOf(request);
+    if (verdict !== undefined) return verdict;
+    await server.writeLine(request);
+    const reply = await server.readLine();
+    if (reply === undefined) return serverEnded(await server.wait());
+    await tester.writeLine(reply);
   }
-  const status = run.status === "ok"
-    ? (run.exitCode === 0 ? "no_sentinel" : HARNESS_EXITS[run.exitCode ?? -1] ?? "error")
-    : run.status === "error"
-    ? HARNESS_EXITS[run.exitCode ?? -1] ?? "error"
-    : run.status;
-  return { value: 0, status, correct: false };
+}
+
+/** The status when the solution's process stopped answering. */
+function serverEnded(end: SessionEnd): string {
+  if (end.status === "ok") return "no_sentinel";
+  return end.status === "error" || end.status === "closed" ? "solution_error" : end.status;
+}
+
+/** The status when the tests' process ended without a verdict. */
+function testerEnded(end: SessionEnd): string {
+  return end.status === "ok" || end.status === "error" || end.status === "closed" ? "error" : end.status;
 }
 
 export const codeExec: RewardFn = {
