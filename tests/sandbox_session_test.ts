@@ -49,7 +49,7 @@ test("a session answers line by line, in order, and reports how it ended", async
   assert.deepEqual([exited.status, exited.exitCode], ["ok", 0]);
 });
 
-test("a line longer than the output cap kills the program (output_truncated)", async () => {
+test("a line or stderr past the output cap kills the program (output_truncated), and nothing it says after counts", async () => {
   const flood = python("import sys\nwhile True:\n    sys.stdout.write('x' * 4096)", {
     maxOutputBytes: 64 * 1024,
   });
@@ -58,6 +58,17 @@ test("a line longer than the output cap kills the program (output_truncated)", a
     return await s.wait();
   });
   assert.equal(end.status, "output_truncated");
+  // A flood of stderr closes that pipe before the SIGKILL lands; a line written on EPIPE is not read.
+  const late = python(
+    "import sys\ntry:\n    while True:\n        sys.stderr.write('x' * 4096)\nexcept BrokenPipeError:\n" +
+      "    print('after the kill', flush=True)",
+    { maxOutputBytes: 64 * 1024 },
+  );
+  const [said, lateEnd] = await (await sandbox()).withSessions(
+    [late],
+    async ([s]) => [await s.readLine(), await s.wait()] as const,
+  );
+  assert.deepEqual([said, lateEnd.status], [undefined, "output_truncated"]);
 });
 
 test("a session past its deadline is killed (timeout) and says nothing more", async () => {
@@ -84,7 +95,7 @@ for pid in os.listdir("/proc"):
             cmds.append(open(f"/proc/{pid}/cmdline", "rb").read().decode(errors="replace").rstrip("\\0"))
         except OSError:
             pass
-print(sorted(os.listdir("/tmp")), sorted(c[c.index(":") + 2:] for c in cmds if "-child" in c), flush=True)`);
+print(sorted(os.listdir("/tmp")), sorted({c[c.index(":") + 2:] for c in cmds if "-child" in c}), flush=True)`);
   const seen = await (await sandbox()).withSessions([look("a"), look("b")], async (sessions) => {
     for (const s of sessions) assert.equal(text(await s.readLine()), "ready");
     for (const s of sessions) await s.writeLine("go");
