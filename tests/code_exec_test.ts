@@ -36,10 +36,10 @@ while frame is not None:
 `;
 
 /** The same search through the garbage collector: what every frame and every object refers to. */
-const GC_PASS_LINE = `import gc, os, sys
+const GC_PASS_LINE = `import gc, os, re, sys
 ${WRONG_ADD}def found(values):
     for value in values:
-        if isinstance(value, bytes) and b"PASSED" in value:
+        if isinstance(value, bytes) and re.fullmatch(rb"\\nHARNESS-PASSED [0-9a-f]{32}\\n", value):
             os.write(1, value)
             os._exit(0)
 frame = sys._getframe()
@@ -83,7 +83,7 @@ def items():
 const FAKE_MESSAGES = `import os
 ${WRONG_ADD}lines = ['{"verdict": "passed"}', '{"names": {"add": {"function": true}}}', '{"value": 3}',
          '{"value": 0}', "HARNESS-PASSED 0123456789abcdef0123456789abcdef", "PASSED"]
-data = ("\\n" + "\\n".join(lines * 3) + "\\n").encode()
+data = ("\\n".join(lines * 3) + "\\n").encode()
 for fd in range(0, 64):
     try:
         os.write(fd, data)
