@@ -8,6 +8,7 @@ import assert from "node:assert/strict";
 import { LocalPolicy } from "../lib/engine/local_policy.ts";
 import { loadPolicy } from "../lib/engine/worker_policy.ts";
 import type { Policy } from "../lib/engine/policy.ts";
+import { decodeStepsReached, isAbort } from "./helpers/decode_steps.ts";
 import { makeTinyModel } from "./helpers/tiny_model.ts";
 
 const PROMPTS = [[11, 22, 33, 44], [5, 6, 7], [900, 901, 902, 903, 904, 905], [42, 43]];
@@ -115,6 +116,53 @@ Deno.test("openSequence in a Worker: turns requested while another decodes join 
     const steps = (await policy.sequenceStats()).decodeSteps - before;
     assert.ok(steps < 90, `${steps} decode steps for 8 turns of 64 tokens`);
     for (const s of seqs) await s.close();
+  } finally {
+    await policy.close();
+  }
+});
+
+Deno.test("openSequence: an aborted turn stops within one decode step and its slot goes to the next", async () => {
+  const policy = await LocalPolicy.load(await makeTinyModel(), { maxSequences: 1 });
+  try {
+    const controller = new AbortController();
+    const seq = await policy.openSequence(PROMPTS[0], { seed: 1, capacity: 1024, signal: controller.signal });
+    const turn = seq.generate({ maxNewTokens: 1000 });
+    const next = policy.openSequence(PROMPTS[1], { seed: 2, capacity: 1024 }); // waits: one slot
+    const atAbort = await decodeStepsReached(policy, 3);
+    controller.abort();
+    await assert.rejects(turn, isAbort);
+    // The step in flight when the signal fired may finish; no further one is spent on the turn.
+    assert.ok((await policy.sequenceStats()).decodeSteps <= atAbort + 1);
+    await assert.rejects(seq.generate({ maxNewTokens: 4 }), isAbort, "later turns are refused");
+    await seq.close();
+    const other = await next;
+    assert.equal((await other.generate({ maxNewTokens: 4 })).tokens.length, 4);
+    await other.close();
+  } finally {
+    await policy.close();
+  }
+});
+
+Deno.test("openSequence in a Worker: an aborted wait for a slot and an aborted turn both end", async () => {
+  const policy = await loadPolicy(await makeTinyModel(), { maxSequences: 1 });
+  try {
+    const controller = new AbortController();
+    const seq = await policy.openSequence(PROMPTS[0], { seed: 1, capacity: 1024, signal: controller.signal });
+    const turn = seq.generate({ maxNewTokens: 1000 });
+    const waiting = new AbortController();
+    const queued = policy.openSequence(PROMPTS[1], { seed: 2, capacity: 1024, signal: waiting.signal })
+      .then(() => "opened", (e) => e); // settles early: handled from the start
+    const atAbort = await decodeStepsReached(policy, 3);
+    waiting.abort();
+    controller.abort();
+    await assert.rejects(turn, isAbort);
+    const steps = (await policy.sequenceStats()).decodeSteps - atAbort;
+    assert.ok(steps < 100, `${steps} decode steps after the abort of a 1000-token turn`);
+    await seq.close(); // frees the slot: a wait that ignored its signal would take it now
+    assert.ok(isAbort(await queued), "the wait for a slot ended");
+    const other = await policy.openSequence(PROMPTS[2], { seed: 3, capacity: 1024 });
+    assert.equal((await other.generate({ maxNewTokens: 4 })).tokens.length, 4);
+    await other.close();
   } finally {
     await policy.close();
   }

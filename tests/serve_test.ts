@@ -12,6 +12,8 @@ import { UserError } from "../lib/errors.ts";
 import { type RunningServer, startServer } from "../lib/server/serve.ts";
 import { ServerPolicy } from "../lib/server/server_policy.ts";
 import { assistantMessage } from "../lib/server/routes_chat.ts";
+import { loadPolicy } from "../lib/engine/worker_policy.ts";
+import { decodeStepsReached, isAbort } from "./helpers/decode_steps.ts";
 import { randomAdapter } from "./helpers/adapters.ts";
 import { makeTinyModel } from "./helpers/tiny_model.ts";
 
@@ -272,4 +274,50 @@ Deno.test("64 concurrent clients for 3 s share the engine with no errors", async
     await Promise.all(Array.from({ length: 64 }, (_, c) => client(c)));
     assert(done >= 64, `${done} requests`);
   });
+});
+
+Deno.test("requests whose clients hung up stop decoding and free their slots for the next request", async () => {
+  // As `deno task serve` runs: the policy in a Worker, every slot taken by a 1000-token request.
+  const modelDir = await makeTinyModel();
+  const root = await Deno.makeTempDir({ prefix: "serve-root-" });
+  const served = await loadPolicy(modelDir, { maxSequences: 4 });
+  const server = await startServer(served, { modelDir, port: 0, adapterRoot: root, maxModelLen: 1024 });
+  try {
+    const clients = Array.from({ length: 4 }, () => new AbortController());
+    const long = clients.slice(1).map((client, i) =>
+      fetch(server.url + "/v1/completions", {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ prompt: [1 + i, 2, 3], max_tokens: 1000, ignore_eos: true, seed: i }),
+        signal: client.signal,
+      }).then((r) => r.status, (e) => e)
+    );
+    // The fourth client is ServerPolicy, as the loop against a server runs a turn.
+    const remote = await ServerPolicy.connect({
+      backend: "vllm",
+      urls: [server.url],
+      modelDir,
+      checkLogprobs: false,
+    });
+    const seq = await remote.openSequence([9, 8, 7], { seed: 4, capacity: 1024, signal: clients[0].signal });
+    long.push(seq.generate({ maxNewTokens: 1000 }).then(() => 200, (e) => e));
+    await decodeStepsReached(served, 2);
+    clients.forEach((client) => client.abort());
+    for (const answer of long) assert(isAbort(await answer), `the client gave up: ${await answer}`);
+    await seq.close();
+    const next = await post(server, "/v1/completions", {
+      prompt: [5, 6, 7],
+      max_tokens: 4,
+      ignore_eos: true,
+    });
+    assertEquals(next.status, 200, JSON.stringify(next.json));
+    assertEquals(next.json.usage.completion_tokens, 4);
+    // The next request needed a free slot: had the abandoned requests decoded on, 4 × 1000 tokens first.
+    const { decodeTokens } = await served.sequenceStats();
+    assert(decodeTokens < 1000, `${decodeTokens} tokens decoded in all`);
+  } finally {
+    await server.close();
+    await served.close();
+    await Deno.remove(root, { recursive: true });
+  }
 });

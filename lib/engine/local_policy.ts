@@ -14,6 +14,7 @@ import type { Qwen3Config } from "../model/hf_config.ts";
 import { type Adapter, loraScale, loraTensorSpecs, sameLoraShape } from "../model/lora.ts";
 import { readPeftAdapter } from "../model/peft.ts";
 import { sha256Hex } from "../model/tokenizer.ts";
+import { abortError } from "./abort.ts";
 import { InferenceEngine } from "./engine.ts";
 import { type BatchStats, type GenerateOptions, type Generation, GenerationBatch } from "./generate.ts";
 import type {
@@ -129,15 +130,22 @@ export class LocalPolicy implements Policy {
   async openSequence(prompt: readonly number[], options: SequenceOptions): Promise<PolicySequence> {
     checkTokens(prompt, 0, this.config.vocab_size);
     const scheduler = this.#schedulerFor(options.capacity);
-    const slot = await scheduler.openSequence(prompt, options.seed, options.capacity);
+    const { signal } = options;
+    const slot = await scheduler.openSequence(prompt, options.seed, options.capacity, signal);
     this.#open += 1;
     let closed = false;
     const live = () => {
       if (closed) throw new Error("generate: the sequence is closed");
       return slot;
     };
+    // Removed at close: the slot may go to another sequence, whose turns this signal must not touch.
+    const cancel = () => scheduler.cancel(slot);
+    signal?.addEventListener("abort", cancel, { once: true });
     return {
-      generate: async (o) => await scheduler.generate(live(), o),
+      generate: async (o) => {
+        if (signal?.aborted) throw abortError("the turn");
+        return await scheduler.generate(live(), o);
+      },
       append: (tokens) => {
         checkTokens(tokens, 0, this.config.vocab_size, true);
         return Promise.resolve(scheduler.append(live(), tokens));
@@ -147,6 +155,7 @@ export class LocalPolicy implements Policy {
         if (!closed) {
           closed = true;
           this.#open -= 1;
+          signal?.removeEventListener("abort", cancel);
           scheduler.close(slot);
         }
         return Promise.resolve();

@@ -46,6 +46,12 @@ export interface SequenceOptions {
   seed: number;
   /** Most tokens the sequence may hold (prompt, turns, appended tokens). */
   capacity: number;
+  /**
+   * Cancels the sequence's work when it fires: a wait for a slot or a turn in progress rejects with an
+   * AbortError (lib/engine/abort.ts) within one decode step, and later turns are refused; the sequence
+   * still needs `close` (to free its slot). Policies that cannot stop early may ignore it.
+   */
+  signal?: AbortSignal;
 }
 
 /**

@@ -17,7 +17,9 @@
  *    requests arrive while the batch keeps decoding.
  *
  * An episode waiting on a tool therefore never holds up the others, and a slot freed by a finished
- * episode goes to the next one waiting in `open`. Requests decoded together must share sampling
+ * episode goes to the next one waiting in `open`. A turn cancelled (`cancel`, e.g. its HTTP client hung
+ * up) leaves the batch at the next iteration, before another decode step is spent on it, and rejects
+ * with an AbortError; its sequence keeps its slot until closed. Requests decoded together must share sampling
  * parameters (temperature, top-k, top-p are scalars of the graph); a request with other parameters waits
  * until the running group drains. Sampled tokens depend only on (seed, position) (seeds.ts), so batching
  * never changes what a sequence samples.
@@ -32,6 +34,7 @@
  * @module
  */
 
+import { abortError } from "./abort.ts";
 import type { InferenceEngine } from "./engine.ts";
 import { checkSampling, type SamplingParams } from "./feeds.ts";
 import { KvCache } from "./kv_cache.ts";
@@ -75,6 +78,8 @@ interface Turn {
   key: string;
   /** Arrival order: the oldest request's sampling parameters run first. */
   order: number;
+  /** Set by `cancel`: the loop drops the turn before its next decode step. */
+  cancelled: boolean;
   out: Generation;
   resolve(g: Generation): void;
   reject(e: unknown): void;
@@ -131,12 +136,21 @@ export class TurnScheduler {
     return this.#slots.filter((s) => s !== null).length;
   }
 
-  /** Takes a free slot for `prompt` (waiting for one if all are taken); returns the slot index. */
-  async openSequence(prompt: readonly number[], seed: number, capacity = this.capacity): Promise<number> {
+  /**
+   * Takes a free slot for `prompt` (waiting for one if all are taken); returns the slot index. A wait
+   * ends with an AbortError when `signal` fires.
+   */
+  async openSequence(
+    prompt: readonly number[],
+    seed: number,
+    capacity = this.capacity,
+    signal?: AbortSignal,
+  ): Promise<number> {
     checkPrompt(prompt, Math.min(capacity, this.capacity));
+    if (signal?.aborted) throw abortError("opening the sequence");
     let free = this.#slots.indexOf(null);
     while (free < 0) {
-      await new Promise<void>((resolve) => this.#waiting.push(resolve));
+      await this.#waitForSlot(signal);
       free = this.#slots.indexOf(null);
     }
     this.#slots[free] = {
@@ -148,6 +162,32 @@ export class TurnScheduler {
       admitted: false,
     };
     return free;
+  }
+
+  /** Resolves when a slot is freed; rejects (and leaves the queue) when `signal` fires first. */
+  #waitForSlot(signal?: AbortSignal): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      const wake = () => {
+        signal?.removeEventListener("abort", giveUp);
+        resolve();
+      };
+      const giveUp = () => {
+        const at = this.#waiting.indexOf(wake);
+        if (at >= 0) this.#waiting.splice(at, 1);
+        reject(abortError("opening the sequence"));
+      };
+      this.#waiting.push(wake);
+      signal?.addEventListener("abort", giveUp, { once: true });
+    });
+  }
+
+  /**
+   * Cancels the turn generating in `slot`, if any: it decodes no further token and its `generate`
+   * rejects with an AbortError at the loop's next iteration (within one decode step).
+   */
+  cancel(slot: number): void {
+    const turn = this.#slots[slot]?.turn;
+    if (turn) turn.cancelled = true;
   }
 
   /** Frees the slot; the next sequence waiting in `openSequence` gets it. */
@@ -191,7 +231,7 @@ export class TurnScheduler {
     if (options.maxNewTokens <= 0 || s.tokens.length >= s.capacity) return Promise.resolve(out);
     return new Promise<Generation>((resolve, reject) => {
       const key = `${sampling.temperature}|${sampling.topK}|${sampling.topP}`;
-      s.turn = { options, sampling, key, order: this.#arrivals++, out, resolve, reject };
+      s.turn = { options, sampling, key, order: this.#arrivals++, cancelled: false, out, resolve, reject };
       s.admitted = false;
       this.#kick();
     });
@@ -207,10 +247,12 @@ export class TurnScheduler {
     // One event-loop turn first, so that requests made together are admitted (and prefilled) together.
     await yieldToEventLoop();
     for (;;) {
+      this.#dropCancelled();
       const group = this.#nextGroup();
       if (group.length === 0) return;
       try {
         await this.#admit(group.filter((i) => !this.#slots[i]!.admitted));
+        this.#dropCancelled(); // cancelled while its prompt was being cached
         const live = group.filter((i) => this.#slots[i]?.turn);
         if (live.length > 0) await this.#decodeStep(live);
       } catch (error) {
@@ -218,6 +260,13 @@ export class TurnScheduler {
       }
       await yieldToEventLoop();
     }
+  }
+
+  /** Ends every cancelled turn (AbortError), so that no decode step is spent on it. */
+  #dropCancelled(): void {
+    this.#slots.forEach((s, i) => {
+      if (s?.turn?.cancelled) this.#finish(i, abortError("the turn"));
+    });
   }
 
   /** Slots whose turns share the sampling parameters of the oldest pending turn. */
@@ -315,6 +364,7 @@ export class TurnScheduler {
   #accept(slot: number, token: number, logprob: number): void {
     const s = this.#slots[slot]!;
     const turn = s.turn!;
+    if (turn.cancelled) return this.#finish(slot, abortError("the turn")); // cancelled during the step
     s.tokens.push(token);
     turn.out.tokens.push(token);
     turn.out.logprobs.push(logprob);

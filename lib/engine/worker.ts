@@ -27,6 +27,8 @@ const batches = new Map<number, GenerationSession>();
 let nextBatch = 1;
 const sequences = new Map<number, PolicySequence>();
 let nextSequence = 1;
+/** Signals of cancellable sequences, by the key the main thread chose (worker_policy.ts). */
+const aborts = new Map<number, AbortController>();
 
 function requirePolicy(): LocalPolicy {
   if (!policy) throw new Error("policy worker: load first");
@@ -69,18 +71,29 @@ const OPS: Record<string, (...args: any[]) => unknown> = {
     await batches.get(id)?.close();
     batches.delete(id);
   },
-  async openSequence(prompt, options) {
-    const sequence = await requirePolicy().openSequence(prompt, options);
-    const id = nextSequence++;
-    sequences.set(id, sequence);
-    return id;
+  async openSequence(prompt, options, abortKey: number | null) {
+    const controller = abortKey === null ? null : new AbortController();
+    if (controller) aborts.set(abortKey!, controller);
+    try {
+      const sequence = await requirePolicy().openSequence(prompt, { ...options, signal: controller?.signal });
+      const id = nextSequence++;
+      sequences.set(id, sequence);
+      return id;
+    } catch (error) {
+      aborts.delete(abortKey!);
+      throw error;
+    }
+  },
+  abortSequence(abortKey) {
+    aborts.get(abortKey)?.abort();
   },
   seqGenerate: (id, options) => requireSequence(id).generate(options),
   seqAppend: (id, tokens) => requireSequence(id).append(tokens),
   seqTokens: (id) => requireSequence(id).tokens(),
-  async seqClose(id) {
+  async seqClose(id, abortKey: number | null) {
     await sequences.get(id)?.close();
     sequences.delete(id);
+    if (abortKey !== null) aborts.delete(abortKey);
   },
   sequenceStats: () => requirePolicy().sequenceStats(),
   setAdapter: (adapter) => requirePolicy().setAdapter(adapter),

@@ -1,6 +1,7 @@
 /**
- * Errors across the Worker boundary: a `UserError` stays a `UserError` (one-line CLI message, exit 2);
- * anything else keeps its class name, message and the worker-side stack.
+ * Errors across the Worker boundary: a `UserError` stays a `UserError` (one-line CLI message, exit 2),
+ * an AbortError (a cancelled turn, abort.ts) an AbortError; anything else keeps its class name, message
+ * and the worker-side stack.
  *
  * @module
  */
@@ -25,6 +26,7 @@ export function serializeError(error: unknown): SerializedError {
 
 export function deserializeError(s: SerializedError): Error {
   if (s.user) return new UserError(s.user.what, s.user.parts);
+  if (s.name === "AbortError") return new DOMException(s.message, "AbortError"); // a cancelled turn
   const Kind = s.name === "RangeError" ? RangeError : s.name === "TypeError" ? TypeError : Error;
   const error = new Kind(s.message);
   if (s.stack) {

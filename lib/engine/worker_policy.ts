@@ -26,6 +26,7 @@ import type {
   PolicySequence,
   SequenceOptions,
 } from "./policy.ts";
+import { abortError } from "./abort.ts";
 import { deserializeError, type SerializedError } from "./worker_errors.ts";
 
 /** Options of `loadPolicy` beyond the engine's. */
@@ -100,6 +101,7 @@ interface Response {
 class WorkerPolicy implements Policy {
   readonly config: Qwen3Config;
   readonly #channel: WorkerChannel;
+  #nextAbortKey = 1;
 
   constructor(channel: WorkerChannel, config: Qwen3Config) {
     this.#channel = channel;
@@ -141,14 +143,32 @@ class WorkerPolicy implements Policy {
     };
   }
 
+  /**
+   * A signal cannot cross to the Worker: the sequence gets a key there, and an abort here posts
+   * `abortSequence` with it, which the Worker reads between decode steps (yield.ts).
+   */
   async openSequence(prompt: readonly number[], options: SequenceOptions): Promise<PolicySequence> {
-    const id = await this.#channel.call<number>("openSequence", prompt, options);
+    const { signal, ...rest } = options;
+    if (signal?.aborted) throw abortError("opening the sequence");
+    const key = signal ? this.#nextAbortKey++ : null;
+    const abort = () => void this.#channel.call("abortSequence", key).catch(() => {});
+    signal?.addEventListener("abort", abort, { once: true });
+    let id: number;
+    try {
+      id = await this.#channel.call<number>("openSequence", prompt, rest, key);
+    } catch (error) {
+      signal?.removeEventListener("abort", abort);
+      throw error;
+    }
     const call = <T>(op: string, ...args: unknown[]) => this.#channel.call<T>(op, id, ...args);
     return {
       generate: (o) => call<Generation>("seqGenerate", o),
       append: (tokens) => call<void>("seqAppend", tokens),
       tokens: () => call<number[]>("seqTokens"),
-      close: () => call<void>("seqClose"),
+      close: () => {
+        signal?.removeEventListener("abort", abort);
+        return call<void>("seqClose", key);
+      },
     };
   }
 

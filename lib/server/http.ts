@@ -52,9 +52,12 @@ export class ServerClient {
     this.#options = options;
   }
 
-  /** POSTs `body` as JSON to `path` and returns the parsed answer (text when not JSON). */
-  post(path: string, body: unknown): Promise<unknown> {
-    return this.#withRetries("POST", path, body);
+  /**
+   * POSTs `body` as JSON to `path` and returns the parsed answer (text when not JSON). When `signal`
+   * fires the request is aborted and not retried: the AbortError propagates.
+   */
+  post(path: string, body: unknown, signal?: AbortSignal): Promise<unknown> {
+    return this.#withRetries("POST", path, body, signal);
   }
 
   get(path: string): Promise<unknown> {
@@ -92,14 +95,14 @@ export class ServerClient {
     }
   }
 
-  async #withRetries(method: string, path: string, body: unknown): Promise<unknown> {
+  async #withRetries(method: string, path: string, body: unknown, signal?: AbortSignal): Promise<unknown> {
     const { retries, backoffS } = this.#options;
     for (let attempt = 0;; attempt++) {
       let status = 0;
       let message: string;
       let answer: unknown;
       try {
-        const response = await this.#fetch(method, path, body);
+        const response = await this.#fetch(method, path, body, signal);
         status = response.status;
         answer = await readBody(response);
         if (response.ok) return answer;
@@ -122,15 +125,16 @@ export class ServerClient {
     }
   }
 
-  #fetch(method: string, path: string, body: unknown): Promise<Response> {
+  #fetch(method: string, path: string, body: unknown, signal?: AbortSignal): Promise<Response> {
     const headers: Record<string, string> = {};
     if (body !== undefined) headers["content-type"] = "application/json";
     if (this.#options.apiKey) headers["authorization"] = `Bearer ${this.#options.apiKey}`;
+    const timeout = AbortSignal.timeout(this.#options.requestTimeoutS * 1000);
     return fetch(this.url + path, {
       method,
       headers,
       body: body === undefined ? undefined : JSON.stringify(body),
-      signal: AbortSignal.timeout(this.#options.requestTimeoutS * 1000),
+      signal: signal ? AbortSignal.any([signal, timeout]) : timeout,
     });
   }
 }

@@ -20,6 +20,8 @@ export interface TurnRequest {
   model: string;
   /** Whether `model` names an adapter (SGLang passes it as `lora_path`). */
   isAdapter: boolean;
+  /** The sequence's signal: aborting it aborts the request (the server sees the connection close). */
+  signal?: AbortSignal;
 }
 
 /** A scoring request: log p of every token after the first. */

@@ -17,7 +17,11 @@ type Json = Record<string, unknown>;
 
 const ROLES = new Set(["system", "user", "assistant", "tool"]);
 
-export async function chatCompletions(ctx: ServeContext, body: Json): Promise<Response> {
+export async function chatCompletions(
+  ctx: ServeContext,
+  body: Json,
+  signal?: AbortSignal,
+): Promise<Response> {
   const tokenizer = ctx.tokenizer;
   if (!tokenizer) {
     throw new HttpError(400, "this model directory has no tokenizer or chat template; use /v1/completions");
@@ -46,7 +50,7 @@ export async function chatCompletions(ctx: ServeContext, body: Json): Promise<Re
     ...stopTokenIds(body, ctx.policy.config.vocab_size),
   ];
   const turn = await ctx.gate.run(adapter, async () => {
-    const seq = await ctx.policy.openSequence(prompt, { seed, capacity: ctx.maxModelLen });
+    const seq = await ctx.policy.openSequence(prompt, { seed, capacity: ctx.maxModelLen, signal });
     try {
       return await seq.generate({ maxNewTokens: maxTokens, temperature, topK, topP, stopTokens: stops });
     } finally {

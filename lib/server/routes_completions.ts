@@ -32,9 +32,9 @@ interface CompletionRequest {
   adapter: string | null;
 }
 
-export async function completions(ctx: ServeContext, body: Json): Promise<Response> {
+export async function completions(ctx: ServeContext, body: Json, signal?: AbortSignal): Promise<Response> {
   const req = parseRequest(ctx, body);
-  const { turn, scored } = await ctx.gate.run(req.adapter, () => runTurn(ctx, req));
+  const { turn, scored } = await ctx.gate.run(req.adapter, () => runTurn(ctx, req, signal));
   const name = req.adapter ?? ctx.baseName;
   const lastStop = turn.finishReason === "stop" ? turn.tokens[turn.tokens.length - 1] : null;
   const choice: Json = {
@@ -108,10 +108,13 @@ function promptIds(ctx: ServeContext, prompt: unknown, vocab: number): number[] 
   return checkTokenIds(prompt, vocab, "prompt");
 }
 
-/** One turn on a fresh sequence, plus the prompt's log-probs when asked for. */
-async function runTurn(ctx: ServeContext, req: CompletionRequest) {
+/**
+ * One turn on a fresh sequence, plus the prompt's log-probs when asked for. `signal` (the client hung
+ * up) cancels the turn within a decode step and frees the slot.
+ */
+async function runTurn(ctx: ServeContext, req: CompletionRequest, signal?: AbortSignal) {
   const { temperature, topK, topP, seed } = req.sampling;
-  const seq = await ctx.policy.openSequence(req.prompt, { seed, capacity: ctx.maxModelLen });
+  const seq = await ctx.policy.openSequence(req.prompt, { seed, capacity: ctx.maxModelLen, signal });
   let turn: Generation;
   try {
     turn = await seq.generate({

@@ -17,6 +17,7 @@
 
 import { basename, resolve } from "node:path";
 import { UserError } from "../errors.ts";
+import { isAbortError } from "../engine/abort.ts";
 import type { Policy } from "../engine/policy.ts";
 import type { ChatTokenizer } from "../model/chat.ts";
 import { loadTokenizer } from "../model/tokenizer.ts";
@@ -109,9 +110,11 @@ async function handle(
     const route = POST_ROUTES[path];
     if (!route) throw new HttpError(404, `no route ${request.method} ${path}`, "NotFoundError");
     if (request.method !== "POST") throw new HttpError(405, `${path} takes POST`, "MethodNotAllowed");
-    return await route(ctx, await readJsonBody(request, maxBody));
+    return await route(ctx, await readJsonBody(request, maxBody), request.signal);
   } catch (error) {
     if (error instanceof HttpError) return errorResponse(error);
+    // The client hung up and its sequence was cancelled (request.signal): nobody reads this answer.
+    if (isAbortError(error)) return errorResponse(new HttpError(499, "client closed the request", "Aborted"));
     // Bad values the engine itself refuses (a prompt over capacity, a token outside the vocabulary).
     if (error instanceof RangeError || error instanceof UserError) {
       return errorResponse(new HttpError(400, error.message));
@@ -123,9 +126,10 @@ async function handle(
   }
 }
 
+/** Each POST route; `signal` fires when the client hangs up (sampling routes cancel their sequence). */
 const POST_ROUTES: Record<
   string,
-  (ctx: ServeContext, body: Record<string, unknown>) => Promise<Response> | Response
+  (ctx: ServeContext, body: Record<string, unknown>, signal: AbortSignal) => Promise<Response> | Response
 > = {
   "/v1/completions": completions,
   "/v1/chat/completions": chatCompletions,

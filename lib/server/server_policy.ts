@@ -16,6 +16,7 @@
  * @module
  */
 
+import { abortError } from "../engine/abort.ts";
 import { checkTokens } from "../engine/local_policy.ts";
 import type { Qwen3Config } from "../model/hf_config.ts";
 import { readQwen3Config } from "../model/hf_config.ts";
@@ -198,6 +199,7 @@ export class ServerPolicy implements Policy {
   // deno-lint-ignore require-await
   async openSequence(prompt: readonly number[], options: SequenceOptions): Promise<PolicySequence> {
     checkTokens(prompt, 0, this.config.vocab_size);
+    if (options.signal?.aborted) throw abortError("opening the sequence");
     if (prompt.length >= options.capacity) {
       throw new RangeError(
         `generate: the prompt has ${prompt.length} tokens, capacity is ${options.capacity}; raise the capacity`,
@@ -217,7 +219,14 @@ export class ServerPolicy implements Policy {
         const maxTokens = Math.min(o.maxNewTokens, options.capacity - tokens.length);
         const started = performance.now();
         const turn = await this.#adapters.use((m) =>
-          this.#dialect.generate(client, { tokens, options: o, seed: options.seed, maxTokens, ...m })
+          this.#dialect.generate(client, {
+            tokens,
+            options: o,
+            seed: options.seed,
+            maxTokens,
+            signal: options.signal,
+            ...m,
+          })
         );
         this.#count(tokens.length - sent, turn.tokens.length, performance.now() - started);
         tokens.push(...turn.tokens);

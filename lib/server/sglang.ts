@@ -138,7 +138,10 @@ export class SglangDialect implements ServerDialect {
 
   async generate(client: ServerClient, request: TurnRequest): Promise<Generation> {
     if (request.maxTokens <= 0) return { tokens: [], logprobs: [], finishReason: "length" };
-    return parseSglangTurn(client, await client.post("/generate", sglangGenerateBody(request)));
+    return parseSglangTurn(
+      client,
+      await client.post("/generate", sglangGenerateBody(request), request.signal),
+    );
   }
 
   async score(client: ServerClient, request: ScoreRequest): Promise<Float32Array> {

@@ -209,8 +209,8 @@ export class VllmDialect implements ServerDialect {
   async generate(client: ServerClient, request: TurnRequest): Promise<Generation> {
     if (request.maxTokens <= 0) return { tokens: [], logprobs: [], finishReason: "length" };
     const body = this.#generateEndpoint.get(client.url)
-      ? await client.post("/inference/v1/generate", generateBody(request))
-      : await client.post("/v1/completions", completionBody(request));
+      ? await client.post("/inference/v1/generate", generateBody(request), request.signal)
+      : await client.post("/v1/completions", completionBody(request), request.signal);
     return parseTurn(client, body);
   }
 
