@@ -167,22 +167,15 @@ Deno.test("bad requests get a 4xx with a message and the server stays up", async
         "adapter outside the root",
         "/v1/load_lora_adapter",
         { lora_name: "x", lora_path: "/etc" },
-        403,
-        "outside",
-      ],
-      [
-        "adapter climbing out",
-        "/v1/load_lora_adapter",
-        { lora_name: "x", lora_path: "../.." },
-        403,
-        "outside",
+        404,
+        "not below",
       ],
       [
         "missing adapter",
         "/v1/load_lora_adapter",
         { lora_name: "x", lora_path: "nope" },
         400,
-        "does not exist",
+        "does not exist below",
       ],
       ["unknown model", "/v1/completions", { ...ok, model: "nope" }, 404, "does not exist"],
       ["unsupported penalty", "/v1/completions", { ...ok, repetition_penalty: 1.2 }, 400, "not supported"],
@@ -320,4 +313,59 @@ Deno.test("requests whose clients hung up stop decoding and free their slots for
     await served.close();
     await Deno.remove(root, { recursive: true });
   }
+});
+
+Deno.test("adapter paths outside adapter_root get one 404 whether they exist or not, links resolved", async () => {
+  await withServer(async (server, served, root) => {
+    const outside = await Deno.makeTempDir({ prefix: "serve-outside-" });
+    try {
+      await Deno.mkdir(join(outside, "adapter"));
+      await Deno.symlink(outside, join(root, "link"));
+      await Deno.symlink(join(outside, "gone"), join(root, "dangling"));
+      const load = (path: string) =>
+        post(server, "/v1/load_lora_adapter", { lora_name: "x", lora_path: path });
+      // The same answer for each pair, one path existing and one not: nothing tells them apart.
+      const pairs = [
+        [join(outside, "adapter"), join(outside, "missing")],
+        ["/etc", "/no-such-directory/x"],
+        ["../..", "../../no-such-directory"],
+        ["link/adapter", "link/missing"],
+        ["dangling", "dangling/deeper"],
+      ];
+      for (const [existing, missing] of pairs) {
+        const [a, b] = [await load(existing), await load(missing)];
+        const shape = (
+          answer: typeof a,
+          path: string,
+        ) => [answer.status, String(answer.json?.error?.message).replace(JSON.stringify(path), "PATH")];
+        assertEquals(shape(a, existing), shape(b, missing), `${existing} vs ${missing}`);
+        assertEquals(a.status, 404, existing);
+        assert(a.json.error.message.includes("not below serve.adapter_root"), a.json.error.message);
+      }
+      // ServerPolicy (the loop against this server) gets the fix for it.
+      const modelDir = await makeTinyModel();
+      await writePeftAdapter(
+        join(outside, "adapter"),
+        randomAdapter(served.config, SPEC, 3, 0.2),
+        served.config,
+        modelDir,
+      );
+      const remote = await ServerPolicy.connect({
+        backend: "vllm",
+        urls: [server.url],
+        modelDir,
+        checkLogprobs: false,
+      });
+      await nodeAssert.rejects(
+        () => remote.setAdapter(join(outside, "adapter")),
+        (e: Error) => e instanceof UserError && e.parts.fix.includes("below the server's serve.adapter_root"),
+      );
+      // Below the root (the server's own directory) a missing adapter may say so.
+      const missing = await load("nope");
+      assertEquals(missing.status, 400);
+      assert(missing.json.error.message.includes("does not exist below"), missing.json.error.message);
+    } finally {
+      await Deno.remove(outside, { recursive: true });
+    }
+  });
 });

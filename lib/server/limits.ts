@@ -3,12 +3,13 @@
  * a missing or wrong API key (401), a body over the size limit (413, counted while reading, so a
  * client that lies in Content-Length or sends none is cut off too), malformed JSON or a body that is
  * not an object (400), token ids outside the vocabulary (400), and adapter paths outside the adapter
- * root (403). Errors use vLLM's body shape, `{"error": {"message", "type", "code"}}`.
+ * root (404, the same whether the path exists or not). Errors use vLLM's body shape,
+ * `{"error": {"message", "type", "code"}}`.
  *
  * @module
  */
 
-import { resolve, sep } from "node:path";
+import { basename, dirname, join, resolve, sep } from "node:path";
 
 /** An answer with a 4xx / 5xx status and a message. */
 export class HttpError extends Error {
@@ -110,30 +111,63 @@ export function checkTokenIds(ids: unknown, vocab: number, field: string): numbe
 }
 
 /**
- * The real path of `path` when it lies strictly below `root` (symbolic links resolved); 403 otherwise,
- * 400 when it does not exist.
+ * The real path of `path` when it lies strictly below `root` (symbolic links resolved, relative paths
+ * taken from `root`). Every path outside gets the same 404, whether it exists or not, so that clients
+ * cannot probe which paths exist on the host; a path below the root that does not exist gets 400 (the
+ * root is the server's own).
  */
 export async function pathBelow(path: unknown, root: string, field: string): Promise<string> {
   if (typeof path !== "string" || path.length === 0 || path.length > 4096 || path.includes("\0")) {
     throw new HttpError(400, `${field} must be a directory path`);
   }
-  let real: string, realRoot: string;
+  let realRoot: string;
   try {
     realRoot = await Deno.realPath(root);
   } catch {
     throw new HttpError(500, `serve.adapter_root ${root} does not exist`, "InternalServerError");
   }
-  try {
-    real = await Deno.realPath(resolve(realRoot, path));
-  } catch {
-    throw new HttpError(400, `${field} ${JSON.stringify(path)} does not exist`);
-  }
+  const { real, exists } = await realPathOfAny(resolve(realRoot, path));
   if (!real.startsWith(realRoot + sep)) {
     throw new HttpError(
-      403,
-      `${field} ${JSON.stringify(path)} is outside serve.adapter_root (${realRoot})`,
-      "PermissionDenied",
+      404,
+      `${field} ${JSON.stringify(path)} is not below serve.adapter_root`,
+      "NotFoundError",
     );
   }
+  if (!exists) {
+    throw new HttpError(400, `${field} ${JSON.stringify(path)} does not exist below serve.adapter_root`);
+  }
   return real;
+}
+
+/**
+ * Where `path` (absolute, normalized) lies once symbolic links are resolved, whether or not it exists:
+ * the real path of its deepest existing ancestor with the rest appended; a dangling link is followed
+ * to where it points (at most 40 links, as the kernel does). Deciding "outside the root" on this, never
+ * on existence, makes the answer the same for existing and missing paths.
+ */
+async function realPathOfAny(path: string, hops = 40): Promise<{ real: string; exists: boolean }> {
+  const rest: string[] = [];
+  for (let at = path;; at = dirname(at)) {
+    try {
+      return { real: join(await Deno.realPath(at), ...rest), exists: rest.length === 0 };
+    } catch {
+      const target = await linkTarget(at);
+      if (target !== null && hops > 0) {
+        const beyond = await realPathOfAny(resolve(dirname(at), target), hops - 1);
+        return { real: join(beyond.real, ...rest), exists: false };
+      }
+      if (dirname(at) === at) return { real: path, exists: false }; // not even the filesystem root
+      rest.unshift(basename(at));
+    }
+  }
+}
+
+/** The target of the symbolic link at `path`, or null when it is not one. */
+async function linkTarget(path: string): Promise<string | null> {
+  try {
+    return (await Deno.lstat(path)).isSymlink ? await Deno.readLink(path) : null;
+  } catch {
+    return null;
+  }
 }
