@@ -6,14 +6,19 @@
  * The stage is a function (`serve`) plus a thin `main`; it runs until interrupted.
  */
 import { loadPolicy } from "../lib/engine/worker_policy.ts";
-import { checkExposure, startServer } from "../lib/server/serve.ts";
-import { runStageMain, type StageArgs } from "../lib/stage/cli.ts";
+import { checkAdapterRoot, checkExposure, startServer } from "../lib/server/serve.ts";
+import { progress, runStageMain, type StageArgs } from "../lib/stage/cli.ts";
 
 /** Loads the policy and serves it until the process is stopped. */
 export async function serve(args: StageArgs): Promise<void> {
   const { model, serve: options } = args.config;
   const apiKey = options.api_key ?? Deno.env.get("DENO_RL_API_KEY") ?? null;
   checkExposure(options.host, apiKey);
+  if (!await checkAdapterRoot(options.adapter_root)) {
+    progress.log(
+      `serve: serve.adapter_root ${options.adapter_root} does not exist yet; adapters load once it does`,
+    );
+  }
   const policy = await loadPolicy(model.path, {
     adapter: model.adapter,
     ep: model.ep,

@@ -2,7 +2,8 @@
  * `deno task loop` (lib/run/loop.ts) as a user runs it, in subprocesses on a tiny model: a run killed with
  * SIGKILL mid-step and resumed ends with the same adapter and the same rollouts as an uninterrupted run;
  * a second loop on the run is refused; a resume that changes the LoRA shape is refused naming it; the
- * four stage commands run by hand give the loop's step files.
+ * four stage commands run by hand give the loop's step files; `deno task loop` whose wrapper is killed
+ * (SIGKILL) or stopped (SIGTERM, SIGINT) stops its child stage and releases the run lock.
  *
  * The toy reward (tests/fixtures/ascii_reward.ts) varies within every group, so advantages and gradients
  * are non-zero and the adapter really moves between steps (a zero-advantage run would make "same adapter"
@@ -167,6 +168,57 @@ Deno.test("the four stage commands by hand give the loop's step files", async ()
     await fileHash(join(run, "adapters", "step-0001", "adapter_model.safetensors")),
   );
 });
+
+/** `deno task loop` as a user starts it: the task wrapper, which runs the stage as its child. */
+function denoTaskLoop(config: string, runDir: string) {
+  return new Deno.Command(Deno.execPath(), {
+    args: ["task", "loop", "--config", config, `--loop.run_dir=${runDir}`, "--loop.steps=1000"],
+    cwd: ROOT,
+    stdout: "null",
+    stderr: "piped",
+    env: { NO_COLOR: "1" },
+  }).spawn();
+}
+
+/** Whether process `pid` exists (`kill -0`). */
+function isRunning(pid: number): boolean {
+  return new Deno.Command("kill", { args: ["-0", String(pid)], stderr: "null" }).outputSync().success;
+}
+
+/** Waits (bounded: 60 s) for the stage process to exit; returns whether it did. */
+async function exited(pid: number): Promise<boolean> {
+  for (let i = 0; i < 600 && isRunning(pid); i++) await new Promise((r) => setTimeout(r, 100));
+  return !isRunning(pid);
+}
+
+const SAYS = {
+  SIGKILL: /loop: stopped: its parent process .* is gone/,
+  SIGTERM: /loop: stopped by SIGTERM/,
+  SIGINT: /loop: interrupted/,
+};
+
+for (const signal of ["SIGKILL", "SIGTERM", "SIGINT"] as const) {
+  Deno.test(`deno task loop: ${signal} of the wrapper stops the loop and releases its lock`, async () => {
+    const { dir, config } = await setup();
+    const run = join(dir, "run");
+    const wrapper = denoTaskLoop(config, run);
+    const stderr = new Response(wrapper.stderr).text(); // the stage shares this pipe with its wrapper
+    const latest = join(run, "latest");
+    for (let i = 0; i < 1200 && !(await exists(latest)); i++) await new Promise((r) => setTimeout(r, 50));
+    const stage = Number((await Deno.readTextFile(join(run, "lock"))).trim());
+    assert.notEqual(stage, wrapper.pid, "the lock names the stage process, the wrapper's child");
+    wrapper.kill(signal);
+    await wrapper.status;
+    const stopped = await exited(stage);
+    if (!stopped) Deno.kill(stage, "SIGKILL"); // do not leave it running after a failure
+    assert.ok(stopped, `the loop (pid ${stage}) kept running after ${signal} of its wrapper`);
+    const said = await stderr;
+    assert.match(said, SAYS[signal]);
+    assert.equal(await exists(join(run, "lock")), false, "the run lock is released");
+    const again = await loop(config, run, ["--resume", "--loop.steps=1"]);
+    assert.equal(again.code, 0, again.stderr);
+  });
+}
 
 async function exists(path: string): Promise<boolean> {
   try {

@@ -8,14 +8,21 @@
 
 import { UserError } from "../errors.ts";
 
-/** Takes the lock at `path`; returns its release function. */
+/**
+ * Takes the lock at `path`; returns its release function. The lock is also released when the process
+ * exits through `Deno.exit` (Ctrl-C, SIGTERM, a vanished parent: lib/stage/lifetime.ts), which
+ * dispatches the `unload` event; only SIGKILL leaves it behind (taken over as stale, above).
+ */
 export async function acquireRunLock(path: string): Promise<() => Promise<void>> {
   for (let attempt = 0; attempt < 2; attempt++) {
     try {
       const file = await Deno.open(path, { write: true, createNew: true });
       await file.write(new TextEncoder().encode(`${Deno.pid}\n`));
       file.close();
+      const onExit = () => releaseSync(path);
+      globalThis.addEventListener("unload", onExit);
       return async () => {
+        globalThis.removeEventListener("unload", onExit);
         if ((await ownerOf(path)) === Deno.pid) await Deno.remove(path).catch(() => {});
       };
     } catch (error) {
@@ -32,6 +39,15 @@ export async function acquireRunLock(path: string): Promise<() => Promise<void>>
     }
   }
   throw new Error(`could not take the run lock ${path}`);
+}
+
+/** Removes the lock if this process holds it; synchronous, as an `unload` listener must be. */
+function releaseSync(path: string): void {
+  try {
+    if (Number(Deno.readTextFileSync(path).trim()) === Deno.pid) Deno.removeSync(path);
+  } catch {
+    // gone already, or unreadable: nothing of ours to remove
+  }
 }
 
 async function ownerOf(path: string): Promise<number | null> {

@@ -123,8 +123,12 @@ export async function pathBelow(path: unknown, root: string, field: string): Pro
   let realRoot: string;
   try {
     realRoot = await Deno.realPath(root);
-  } catch {
-    throw new HttpError(500, `serve.adapter_root ${root} does not exist`, "InternalServerError");
+  } catch { // the default root, not made yet (serve.ts checkAdapterRoot): nothing is below it
+    throw new HttpError(
+      404,
+      `${field} ${JSON.stringify(path)} is not below serve.adapter_root: ${root} does not exist yet`,
+      "NotFoundError",
+    );
   }
   const { real, exists } = await realPathOfAny(resolve(realRoot, path));
   if (!real.startsWith(realRoot + sep)) {

@@ -36,7 +36,7 @@ export interface ServeOptions {
   /** 0 = any free port. */
   port?: number;
   apiKey?: string | null;
-  /** Default "runs". */
+  /** Default "runs" (DEFAULT_ADAPTER_ROOT); any other must be an existing directory. */
   adapterRoot?: string;
   /** Default: the model directory's name. */
   modelName?: string | null;
@@ -56,6 +56,36 @@ export interface RunningServer {
   readonly finished: Promise<void>;
 }
 
+/** The default `serve.adapter_root`: the one directory that may be missing at start (docs/serving.md). */
+export const DEFAULT_ADAPTER_ROOT = "runs";
+
+/**
+ * Checks `serve.adapter_root` before anything loads: an existing directory, or the default `runs` not
+ * made yet (a fresh clone), which is allowed and never created: adapter loads answer 404 until it
+ * exists. Returns whether it exists; throws a UserError for any other missing path or a non-directory.
+ */
+export async function checkAdapterRoot(root: string): Promise<boolean> {
+  let info: Deno.FileInfo;
+  try {
+    info = await Deno.stat(root);
+  } catch (e) {
+    if (e instanceof Deno.errors.NotFound && root === DEFAULT_ADAPTER_ROOT) return false;
+    throw new UserError("serve.adapter_root", {
+      value: root,
+      why: e instanceof Deno.errors.NotFound ? "the directory does not exist" : `it cannot be read (${e})`,
+      fix: "create it, or point --serve.adapter_root at the directory holding the adapters to serve",
+    });
+  }
+  if (!info.isDirectory) {
+    throw new UserError("serve.adapter_root", {
+      value: root,
+      why: "it is not a directory",
+      fix: "point --serve.adapter_root at the directory holding the adapters to serve",
+    });
+  }
+  return true;
+}
+
 /** Refuses an address other machines can reach unless requests need an API key. */
 export function checkExposure(host: string, apiKey: string | null): void {
   if (isLoopback(host) || apiKey) return;
@@ -71,13 +101,15 @@ export async function startServer(policy: Policy, options: ServeOptions): Promis
   const host = options.host ?? "127.0.0.1";
   const apiKey = options.apiKey ?? null;
   checkExposure(host, apiKey);
+  const adapterRoot = options.adapterRoot ?? DEFAULT_ADAPTER_ROOT;
+  await checkAdapterRoot(adapterRoot);
   const adapters: ServeContext["adapters"] = new Map();
   const ctx: ServeContext = {
     policy,
     tokenizer: await tokenizerIfAny(options.modelDir),
     baseName: options.modelName ?? basename(resolve(options.modelDir)),
     maxModelLen: options.maxModelLen ?? 4096,
-    adapterRoot: resolve(options.adapterRoot ?? "runs"),
+    adapterRoot: resolve(adapterRoot),
     adapters,
     gate: new AdapterGate(policy, (name) => adapters.get(name)?.adapter),
   };

@@ -32,6 +32,7 @@ import { parseCommandLine } from "./args.ts";
 import { checkAdapterDir, checkInputFile, checkModelDir } from "./check.ts";
 import { ensureDefaultModel } from "../model/default_model.ts";
 import { progress } from "./progress.ts";
+import { stopWithParent } from "./lifetime.ts";
 
 export { checkOutputPath, type OutputSpec } from "../fs/output.ts";
 export { progress } from "./progress.ts";
@@ -127,6 +128,7 @@ export async function runStageMain(spec: StageSpec, argv: string[] = Deno.args):
     const prepared = await prepareStage(spec, argv);
     if (prepared === "done") Deno.exit(0);
     exitOnInterrupt(spec.name, spec.resumeHint);
+    stopWithParent(spec.name, spec.resumeHint); // SIGTERM, or the deno task wrapper killed (lifetime.ts)
     await spec.run(prepared);
     Deno.exit(0);
   } catch (error) {

@@ -1,0 +1,61 @@
+/**
+ * When a stage stops before its work is done, other than by Ctrl-C (cli.ts): on SIGTERM, and when the
+ * `deno task` process that started it is gone. `deno task loop` runs the stage as a child process;
+ * a SIGKILL of that wrapper cannot be caught or forwarded, so without this the child would run on alone,
+ * holding its run lock. Both stop the stage as Ctrl-C does: one line on stderr, exit (143 for SIGTERM,
+ * 129 for a vanished parent), outputs untouched (every file is written to a temporary name and renamed,
+ * lib/arrow/atomic.ts), and the run lock released (lib/run/lock.ts releases it on exit).
+ *
+ * The parent is watched by polling `Deno.ppid` (every half second, on a timer that never keeps the
+ * process alive): a child whose parent died is re-parented, so its parent pid changes. Linux's
+ * `prctl(PR_SET_PDEATHSIG)` would need `--allow-ffi`, which score and mask do not have, and exists on
+ * Linux only. Only stages started by `deno task` are watched: a stage run directly and detached on
+ * purpose (`nohup deno run ... &`, then the shell exits) keeps running. SIGTERM is what `deno task`
+ * forwards when it receives one (measured with Deno 2.9), so it arrives here either way.
+ *
+ * @module
+ */
+
+/** Exit code of a stage stopped by SIGTERM (128 + 15, as the shell reports it). */
+export const EXIT_SIGTERM = 143;
+/** Exit code of a stage whose `deno task` parent is gone (128 + 1, as for a hang-up). */
+export const EXIT_ORPHANED = 129;
+
+const PARENT_CHECK_MS = 500;
+
+/** The parent at start, read as the module loads: the earliest moment, before any slow preparation. */
+const parentAtStart = Deno.ppid;
+
+/** Stops the stage on SIGTERM, and when its `deno task` parent is gone (see the module comment). */
+export function stopWithParent(stage: string, resumeHint?: string): void {
+  const stop = (cause: string, code: number) => {
+    try {
+      console.error(
+        `${stage}: ${cause}; no partial output was written (earlier outputs are intact). ` +
+          (resumeHint ?? "Run the same command again to redo the stage."),
+      );
+    } catch {
+      // stderr may have closed with the parent; stop all the same
+    }
+    Deno.exit(code);
+  };
+  if (Deno.build.os !== "windows") {
+    Deno.addSignalListener("SIGTERM", () => stop("stopped by SIGTERM", EXIT_SIGTERM));
+  }
+  if (!startedByDenoTask()) return;
+  const timer = setInterval(() => {
+    if (Deno.ppid !== parentAtStart) {
+      stop(`stopped: its parent process (pid ${parentAtStart}, deno task) is gone`, EXIT_ORPHANED);
+    }
+  }, PARENT_CHECK_MS);
+  Deno.unrefTimer(timer);
+}
+
+/** Whether `deno task` started this process: it sets npm's user-agent variable to `deno/<version> ...`. */
+function startedByDenoTask(): boolean {
+  try {
+    return Deno.env.get("npm_config_user_agent")?.startsWith("deno/") ?? false;
+  } catch {
+    return false; // no --allow-env: cannot tell, so do not watch
+  }
+}
