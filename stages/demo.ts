@@ -29,6 +29,7 @@ import { RunLayout } from "../lib/run/layout.ts";
 import { parseCommandLine } from "../lib/stage/args.ts";
 import { reportFailure } from "../lib/stage/cli.ts";
 import { progress } from "../lib/stage/progress.ts";
+import { stopWithParent } from "../lib/stage/lifetime.ts";
 
 /** The demo's configuration file. */
 export const DEMO_CONFIG = new URL("../configs/demo.yaml", import.meta.url).pathname;
@@ -144,6 +145,7 @@ if (import.meta.main) {
   try {
     const loaded = await configFromArgs(Deno.args);
     if (loaded) {
+      stopWithParent("demo", "Run deno task demo again; it starts over."); // SIGTERM, a killed deno task
       const r = await demo(loaded.config, loaded.hash);
       console.log(
         `\nheld-out accuracy (${r.after.episodes} problems, greedy): ${
