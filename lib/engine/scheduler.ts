@@ -17,12 +17,12 @@
  *    requests arrive while the batch keeps decoding.
  *
  * An episode waiting on a tool therefore never holds up the others, and a slot freed by a finished
- * episode goes to the next one waiting in `open`. A turn cancelled (`cancel`, e.g. its HTTP client hung
- * up) leaves the batch at the next iteration, before another decode step is spent on it, and rejects
- * with an AbortError; its sequence keeps its slot until closed. Requests decoded together must share sampling
- * parameters (temperature, top-k, top-p are scalars of the graph); a request with other parameters waits
- * until the running group drains. Sampled tokens depend only on (seed, position) (seeds.ts), so batching
- * never changes what a sequence samples.
+ * episode goes to the next one waiting in `open`. A cancelled turn (`cancel`: its HTTP client hung up)
+ * leaves the batch at the next iteration, before another decode step is spent on it, and rejects with
+ * an AbortError; its sequence keeps its slot until closed. Requests decoded together must share
+ * sampling parameters (temperature, top-k, top-p are scalars of the graph); a request with other
+ * parameters waits until the running group drains. Sampled tokens depend only on (seed, position)
+ * (seeds.ts), so batching never changes what a sequence samples.
  *
  * Exactness: onnxruntime's CPU matrix products round differently for different row counts (measured:
  * the same sequence decoded in a batch of 2 and of 8 differs in the last bit of a few log-probs, and a

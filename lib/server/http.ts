@@ -175,7 +175,8 @@ export function fixFor(status: number, path: string, message: string): string {
   if (status === 401 || status === 403) return "set model.server.api_key to the server's --api-key";
   if (path.includes("lora_adapter")) {
     if (m.includes("adapter_root")) {
-      return "put the adapters (loop.run_dir) below the server's serve.adapter_root, or set model.server.adapter_dir there";
+      return "put the adapters (loop.run_dir) below the server's serve.adapter_root, " +
+        "or set model.server.adapter_dir to a directory there";
     }
     if (status === 404 || status === 405) {
       return "start vLLM with --enable-lora and VLLM_ALLOW_RUNTIME_LORA_UPDATING=True (SGLang: --enable-lora)";
