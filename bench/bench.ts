@@ -1,7 +1,10 @@
 /**
  * `deno task bench`: engine and trainer speed against peers in the same run, as ratios.
  *
- *   deno task bench [--only engine|train|score_mask] [--models tiny,qwen3-0.6b] [--bench.k=v …]
+ *   deno task bench [--only engine,train,rollout,score_mask] [--models tiny,qwen3-0.6b] [--bench.k=v …]
+ *
+ * `--only` takes a comma-separated list of sections and may repeat; an unknown section is refused
+ * (bench/only.ts).
  *
  * For each model of `bench.models` (a directory, or a built-in random shape made once under
  * runs/bench/models/): the engine benchmark (bench/engine_bench.ts) and transformers.js decoding the
@@ -14,11 +17,13 @@
  */
 
 import { join, resolve } from "node:path";
-import { parseArgs } from "@std/cli";
 import { loadConfig } from "../lib/config/mod.ts";
+import { parseCommandLine } from "../lib/stage/args.ts";
+import { reportFailure } from "../lib/stage/cli.ts";
 import { QWEN3_06B_SHAPE_PRESET, TINY_PRESET, writeRandomQwen3 } from "../lib/model/random_model.ts";
 import { exportForTransformersJs } from "../lib/model/export.ts";
 import { engineTables, machineLines, trainTables } from "./report.ts";
+import { type BenchSection, parseOnly } from "./only.ts";
 
 const ROOT = resolve(new URL("..", import.meta.url).pathname);
 const OUT = join(ROOT, "runs", "bench");
@@ -139,12 +144,26 @@ interface BenchSettings {
   threads: number;
 }
 
-if (import.meta.main) {
-  const { values, overrides } = parseArgs(Deno.args, { string: ["only", "models", "config"] });
+/** The command line: settings and sections, every mistake a one-line UserError before anything runs. */
+async function benchArgs(argv: string[]): Promise<{ b: BenchSettings; only: Set<BenchSection> }> {
+  const { values, lists, overrides } = parseCommandLine(argv, {
+    command: "deno task bench",
+    string: ["models", "config"],
+    boolean: ["debug"],
+    multiple: ["only"],
+  });
+  const only = parseOnly(lists.only ?? []);
   const { config } = await loadConfig({ file: values.config as string | undefined, overrides });
   const b: BenchSettings = { ...config.bench, threads: config.model.threads };
   if (values.models) b.models = String(values.models).split(",");
-  const only = values.only as string | undefined;
+  return { b, only };
+}
+
+if (import.meta.main) {
+  const { b, only } = await benchArgs(Deno.args).catch((e) =>
+    Deno.exit(reportFailure("bench", e, Deno.args.includes("--debug")))
+  );
+  const want = (section: BenchSection) => only.has(section);
   await Deno.mkdir(OUT, { recursive: true });
   const started = new Date();
   const results: Record<string, unknown> = {
@@ -153,13 +172,14 @@ if (import.meta.main) {
     settings: b,
   };
   results.machine = await machineLines();
-  for (const name of only === "score_mask" ? [] : b.models) {
+  const perModel = want("engine") || want("train") || want("rollout");
+  for (const name of perModel ? b.models : []) {
     const dir = await modelDir(name);
-    if (!only || only === "engine") results[`engine:${name}`] = await engineSection(name, dir, b);
-    if (!only || only === "train") results[`train:${name}`] = await trainSection(name, dir, b);
-    if (!only || only === "rollout") results[`rollout:${name}`] = await rolloutSection(name, dir, b);
+    if (want("engine")) results[`engine:${name}`] = await engineSection(name, dir, b);
+    if (want("train")) results[`train:${name}`] = await trainSection(name, dir, b);
+    if (want("rollout")) results[`rollout:${name}`] = await rolloutSection(name, dir, b);
   }
-  if (!only || only === "score_mask") {
+  if (want("score_mask")) {
     console.error("score + mask: 10,000 episodes x 2,000 tokens …");
     results.score_mask = await denoScript("score_mask_bench.ts", ["--write"]);
   }

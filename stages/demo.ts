@@ -12,7 +12,10 @@
  *    and the report's path.
  *
  * Everything lands in `model.path` and `loop.run_dir` (runs/demo: the warm start in its warm/, the GRPO
- * run beside it). A new demo replaces an earlier demo's (they are ours); anything else there is refused.
+ * run beside it), both marked as the demo's. A new demo replaces an earlier demo's outputs (and the
+ * default model the stages make at runs/demo/model); any other output of ours there (a `deno task loop`
+ * run, a make-model model) only with `--overwrite`, and never a run a live loop holds; anything the
+ * toolkit did not write is refused. Every check runs before anything is deleted.
  *
  * @module
  */
@@ -22,8 +25,10 @@ import { readStageFile } from "../lib/arrow/read.ts";
 import { loadConfig } from "../lib/config/mod.ts";
 import type { Config } from "../lib/config/schema.ts";
 import { DEMO_SETTINGS } from "../lib/demo/settings.ts";
-import { prepareDemo } from "../lib/demo/prepare.ts";
-import { checkOutputPath, writeOutputMarker } from "../lib/fs/output.ts";
+import { DEMO_MAKER, prepareDemo } from "../lib/demo/prepare.ts";
+import { checkOutputPath, type OutputState, writeOutputMarker } from "../lib/fs/output.ts";
+import { DEFAULT_MODEL_MAKER } from "../lib/model/default_model.ts";
+import { checkLoopTasks, checkRunDir, removeRun } from "../lib/run/run_dir_check.ts";
 import { runLoop } from "../lib/run/loop.ts";
 import { RunLayout } from "../lib/run/layout.ts";
 import { parseCommandLine } from "../lib/stage/args.ts";
@@ -50,24 +55,35 @@ export interface DemoResult {
   seconds: number;
 }
 
+/** How the demo may treat what is already at its outputs. */
+export interface DemoOptions {
+  /** Replace any output of ours at `model.path` and `loop.run_dir`, not only an earlier demo's. */
+  overwrite?: boolean;
+  /** The configuration file read (an input: never an output). */
+  configFile?: string;
+}
+
 /** Runs the demo on `config` (configs/demo.yaml plus overrides). */
-export async function demo(config: Config, hash: string, settings = DEMO_SETTINGS): Promise<DemoResult> {
+export async function demo(
+  config: Config,
+  hash: string,
+  settings = DEMO_SETTINGS,
+  options: DemoOptions = {},
+): Promise<DemoResult> {
   const started = performance.now();
-  await clearEarlierDemo(config);
+  await clearEarlierDemo(config, await checkDemoOutputs(config, options));
   const w = settings.warmStart;
   progress.log("demo: building the model (Qwen3's architecture and tokenizer, pruned to the task's tokens)");
   const steps = progress.start("demo: supervised warm start", w.steps);
   const prepared = await prepareDemo(config, hash, settings, (_, __, loss) => {
     steps.tick(1, `loss ${loss.toFixed(3)}`);
   });
-  await writeOutputMarker(prepared.modelDir, "model-dir");
   steps.done(
     `model ${prepared.modelDir} in ${prepared.modelSeconds.toFixed(0)} s; ${w.steps} sft steps in ` +
       `${prepared.warmStart.seconds.toFixed(0)} s; adapter ${prepared.adapterDir}`,
   );
 
   const phase = progress.start(`demo: GRPO, ${config.loop.steps} steps of the loop`);
-  await writeOutputMarker(config.loop.run_dir, "run-dir");
   const grpo = { ...config, model: { ...config.model, adapter: prepared.adapterDir } };
   const run = await runLoop(grpo, hash, { resume: false });
   phase.done(`${run.dir} at step ${run.step}`);
@@ -91,14 +107,36 @@ async function evalPoint(layout: RunLayout, step: number): Promise<DemoPoint> {
   return { step, accuracy: mean("correct"), toolUse: mean("used_tool"), episodes: file.rows };
 }
 
-/** Removes an earlier demo's model and run (ours: checked by the output policy); refuses anything else. */
-async function clearEarlierDemo(config: Config): Promise<void> {
-  const outputs = [[config.model.path, "model-dir"], [config.loop.run_dir, "run-dir"]] as const;
-  for (const [path, kind] of outputs) {
-    const state = await checkOutputPath(path, { kind }, { overwrite: true, flag: "the demo's output" });
-    if (state !== "absent") await Deno.remove(path, { recursive: true });
-  }
+/**
+ * What is at the demo's two outputs, checked before anything is deleted: each may be replaced (an
+ * earlier demo's, the default model, or any of ours with `--overwrite`), neither holds the other or an
+ * input, no live loop holds the run, and the tasks suit the loop.
+ */
+async function checkDemoOutputs(config: Config, o: DemoOptions): Promise<OutputState[]> {
+  const reads = [o.configFile, config.data.path];
+  const model = await checkOutputPath(config.model.path, { kind: "model-dir" }, {
+    overwrite: o.overwrite,
+    flag: "model.path",
+    inputs: [...reads, config.loop.run_dir],
+    replaceMadeBy: [DEMO_MAKER, DEFAULT_MODEL_MAKER],
+  });
+  const run = await checkRunDir(config, {
+    resume: false,
+    overwrite: o.overwrite === true,
+    flag: "loop.run_dir",
+    inputs: [...reads, config.model.path],
+    replaceMadeBy: [DEMO_MAKER],
+  });
+  await checkLoopTasks(config);
+  return [model, run];
+}
+
+/** Removes what `checkDemoOutputs` allowed, then creates the run directory marked as the demo's. */
+async function clearEarlierDemo(config: Config, [model, run]: OutputState[]): Promise<void> {
+  if (model !== "absent") await Deno.remove(config.model.path, { recursive: true });
+  if (run !== "absent") await removeRun(config.loop.run_dir);
   await Deno.mkdir(config.loop.run_dir, { recursive: true });
+  await writeOutputMarker(config.loop.run_dir, "run-dir", DEMO_MAKER);
 }
 
 function pct(x: number): string {
@@ -113,6 +151,8 @@ prints held-out accuracy and tool use before and after GRPO, and the report's pa
 configs/demo.yaml (model shape and warm start: lib/demo/settings.ts). Outputs in runs/demo/.
 
   --config FILE    configuration file (default: configs/demo.yaml)
+  --overwrite      replace outputs of ours at model.path / loop.run_dir that an earlier demo did not
+                   write (e.g. a deno task loop run); an earlier demo's are replaced without it
   --a.b=VALUE      override one configuration key, e.g. --loop.steps=10
   --print-config   print the resolved configuration and exit
   --debug          show stack traces
@@ -122,23 +162,26 @@ Examples:
   deno task demo
   deno task demo --loop.steps=10 --eval.num_tasks=100`;
 
-/** The demo's command line: its configuration, or null when done (help, print-config). */
-async function configFromArgs(argv: string[]): Promise<{ config: Config; hash: string } | null> {
+/** The demo's command line: its configuration and options, or null when done (help, print-config). */
+async function configFromArgs(
+  argv: string[],
+): Promise<{ config: Config; hash: string; options: DemoOptions } | null> {
   const { values, overrides } = parseCommandLine(argv, {
     command: "deno task demo",
     string: ["config"],
-    boolean: ["help", "debug", "print-config"],
+    boolean: ["help", "debug", "print-config", "overwrite"],
   });
   if (values.help) {
     console.log(HELP);
     return null;
   }
-  const loaded = await loadConfig({ file: (values.config as string | undefined) ?? DEMO_CONFIG, overrides });
+  const configFile = (values.config as string | undefined) ?? DEMO_CONFIG;
+  const loaded = await loadConfig({ file: configFile, overrides });
   if (values["print-config"]) {
     console.log(`# config hash ${loaded.hash}\n${stringify(loaded.config)}`);
     return null;
   }
-  return loaded;
+  return { ...loaded, options: { overwrite: values.overwrite === true, configFile } };
 }
 
 if (import.meta.main) {
@@ -146,7 +189,7 @@ if (import.meta.main) {
     const loaded = await configFromArgs(Deno.args);
     if (loaded) {
       stopWithParent("demo", "Run deno task demo again; it starts over."); // SIGTERM, a killed deno task
-      const r = await demo(loaded.config, loaded.hash);
+      const r = await demo(loaded.config, loaded.hash, DEMO_SETTINGS, loaded.options);
       console.log(
         `\nheld-out accuracy (${r.after.episodes} problems, greedy): ${
           pct(r.before.accuracy)

@@ -9,21 +9,32 @@
  */
 
 import { writeStageFile } from "../lib/arrow/write.ts";
-import { loadTasks } from "../lib/data/mod.ts";
+import type { Config } from "../lib/config/schema.ts";
+import { loadTasks, type Task } from "../lib/data/mod.ts";
 import { evalSummaryLine, evaluate } from "../lib/eval/evaluate.ts";
 import { openPolicy } from "../lib/server/backend.ts";
 import { policyOptionsOf } from "../lib/engine/policy_options.ts";
 import { loadTokenizer } from "../lib/model/tokenizer.ts";
-import { splitHeldOut } from "../lib/rollout/tasks.ts";
+import { requireHeldOut, splitHeldOut } from "../lib/rollout/tasks.ts";
 import { loadTools } from "../lib/tools/registry.ts";
 import { progress, runStageMain, type StageArgs } from "../lib/stage/cli.ts";
 
 export { evaluate };
 
+/** The held-out tasks; refuses `eval.num_tasks` 0 (no held-out split) and a data set too small for it. */
+export async function heldOutTasks(config: Config): Promise<Task[]> {
+  requireHeldOut(
+    config.eval.num_tasks,
+    "deno task eval",
+    "set eval.num_tasks to 1 or more (e.g. --eval.num_tasks=64, the default)",
+  );
+  return splitHeldOut(await loadTasks(config.data), config.eval.num_tasks).heldOut;
+}
+
 async function main(args: StageArgs): Promise<void> {
   const { config } = args;
+  const heldOut = await heldOutTasks(config);
   const tools = await loadTools(config.rollout.tools);
-  const { heldOut } = splitHeldOut(await loadTasks(config.data), config.eval.num_tasks);
   const tokenizer = await loadTokenizer(config.model.path);
   progress.log(
     `eval: loading ${config.model.path}${config.model.adapter ? ` + ${config.model.adapter}` : ""}`,
@@ -53,6 +64,7 @@ if (import.meta.main) {
     output: { kind: "stage-file", fileKind: "eval" },
     usesModel: true,
     configFlags: { adapter: "model.adapter" },
+    check: async (args) => void await heldOutTasks(args.config),
     examples: ["deno task eval --out runs/x/eval.arrow --eval.samples=4 --eval.temperature=0.7"],
     run: main,
   });

@@ -5,38 +5,38 @@
  *   deno task loop [--resume] [--overwrite] [--loop.steps=N] [--loop.run_dir=runs/x] [--section.key=v …]
  *
  * `--resume` continues from the run's `latest` step (refused if the model, tokenizer or LoRA shape
- * changed); `--overwrite` deletes an earlier run of ours in that directory and starts over. A second
- * loop on the same directory is refused ("run locked by pid N").
+ * changed); `--overwrite` deletes an earlier run of ours in that directory and starts over, never one
+ * a live loop holds (a lock left by a dead process is stale and goes with it). A second loop on the same
+ * directory is refused ("run locked by pid N"). All of it is checked before the default model is made.
  *
  * @module
  */
 
-import { checkOutputPath, writeOutputMarker } from "../lib/fs/output.ts";
-import { UserError } from "../lib/errors.ts";
+import { writeOutputMarker } from "../lib/fs/output.ts";
 import { runLoop } from "../lib/run/loop.ts";
-import { runStageMain, type StageArgs } from "../lib/stage/cli.ts";
+import { checkLoopTasks, checkRunDir, removeRun } from "../lib/run/run_dir_check.ts";
+import { inputsOf, runStageMain, type StageArgs } from "../lib/stage/cli.ts";
 
 export { runLoop };
+
+/** The run directory may be started, resumed or replaced as asked; the tasks suit the loop. */
+async function check(args: StageArgs) {
+  const state = await checkRunDir(args.config, {
+    resume: args.flags.resume === true,
+    overwrite: args.overwrite === true,
+    flag: "loop.run_dir",
+    inputs: inputsOf(args, true),
+  });
+  await checkLoopTasks(args.config);
+  return state;
+}
 
 async function main(args: StageArgs): Promise<void> {
   const { config } = args;
   const dir = config.loop.run_dir;
   const resume = args.flags.resume === true;
-  const state = await checkOutputPath(dir, { kind: "run-dir" }, {
-    resume,
-    overwrite: args.overwrite,
-    flag: "loop.run_dir",
-    inputs: [config.model.path, config.model.adapter],
-  });
-  if (state === "ours" && !resume) {
-    await Deno.remove(dir, { recursive: true }); // --overwrite: an earlier run of ours, started over
-  }
-  if (resume && state !== "ours") {
-    throw new UserError(`loop --resume: ${dir}`, {
-      why: "there is no run there to resume",
-      fix: "run without --resume to start it",
-    });
-  }
+  const state = await check(args); // again: cheap, and the lock is read as late as possible
+  if (state === "ours" && !resume) await removeRun(dir); // --overwrite: an earlier run of ours
   await Deno.mkdir(dir, { recursive: true });
   await writeOutputMarker(dir, "run-dir");
   const result = await runLoop(config, args.configHash, { resume });
@@ -52,6 +52,8 @@ if (import.meta.main) {
     resumeHint: "Run the same command with --resume to continue from the last complete step.",
     flagHelp: ["--resume         continue the run in loop.run_dir from its latest step"],
     usesModel: true,
+    takesOverwrite: true,
+    check: async (args) => void await check(args),
     examples: [
       "deno task loop --loop.steps=5 --loop.run_dir=runs/try",
       "deno task loop --resume --loop.run_dir=runs/try",

@@ -3,25 +3,51 @@
  * self-contained HTML page, by default `RUN/report.html`, written atomically.
  *
  * The page is built by `renderReport` (lib/report/, exported for notebooks); this main only finds the
- * run, renders and writes.
+ * run, renders and writes. Before anything is read or written, RUN must be a run directory (a folder
+ * without run files is refused, naming the run directories below it) and the output passes the output
+ * policy (docs/outputs.md): an explicit `--out` like any output (an earlier report of ours replaced only
+ * with `--overwrite`); the default `RUN/report.html` may also refresh the run's own report without it,
+ * since the loop rewrites that file at the end of every run. A `report.html` without the report's marker
+ * is never replaced.
+ *
+ * @module
  */
 import { join } from "node:path";
 import { writeTextAtomic } from "../lib/arrow/atomic.ts";
 import { UserError } from "../lib/errors.ts";
-import { renderReport } from "../lib/report/mod.ts";
-import { runStageMain } from "../lib/stage/cli.ts";
+import { checkOutputPath } from "../lib/fs/output.ts";
+import { renderReport, requireRunDir } from "../lib/report/mod.ts";
+import { inputsOf, runStageMain, type StageArgs } from "../lib/stage/cli.ts";
 
 /** Writes the report of the run directory `run`; returns the file written (default RUN/report.html). */
 export async function writeReport(run: string | undefined, output?: string): Promise<string> {
-  if (!run) {
-    throw new UserError("report: no run directory given", {
-      why: "the report is made from a run's files",
-      fix: "pass it: deno task report runs/<name> [--out report.html]",
-    });
-  }
-  const out = output ?? join(run, "report.html");
-  await writeTextAtomic(out, await renderReport(run));
+  const dir = requireRunFlag(run);
+  const out = output ?? join(dir, "report.html");
+  await writeTextAtomic(out, await renderReport(dir));
   return out;
+}
+
+function requireRunFlag(run: string | undefined): string {
+  if (run) return run;
+  throw new UserError("report: no run directory given", {
+    why: "the report is made from a run's files",
+    fix: "pass it: deno task report runs/<name> [--out report.html]",
+  });
+}
+
+/** The run is a run directory; the report's path (default RUN/report.html, set here) may be written. */
+async function check(args: StageArgs): Promise<void> {
+  const run = requireRunFlag(args.flags.run as string | undefined);
+  await requireRunDir(run);
+  const isDefault = args.output === undefined;
+  args.output ??= join(run, "report.html");
+  await checkOutputPath(args.output, { kind: "html" }, {
+    inputs: inputsOf(args, false),
+    hosts: [run],
+    overwrite: args.overwrite,
+    resume: isDefault, // the run's own report, rewritten by the loop too
+    flag: isDefault ? "the report" : "--out",
+  });
 }
 
 /** `report RUN …` as `report --run RUN …`: the shared main takes named flags only. */
@@ -37,6 +63,7 @@ if (import.meta.main) {
     stringFlags: ["run"],
     output: { kind: "html" },
     flagHelp: ["--run DIR        the run directory (or give it as the first argument)"],
+    check,
     run: async (args) =>
       console.log(`report: wrote ${await writeReport(args.flags.run as string, args.output)}`),
   }, runAsFlag(Deno.args));

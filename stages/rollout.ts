@@ -29,6 +29,7 @@ import { parseShard, type Shard, splitHeldOut, stepGroupIds, tasksForStep } from
 import { loadTools, toolSpecs } from "../lib/tools/registry.ts";
 import type { Tool } from "../lib/tools/types.ts";
 import { progress, runStageMain, type StageArgs } from "../lib/stage/cli.ts";
+import { UserError } from "../lib/errors.ts";
 
 /** What `rollout` needs besides the policy: its own config section and the prompt's system message. */
 export interface RolloutStageOptions {
@@ -116,13 +117,25 @@ export async function rolloutMetadata(
   };
 }
 
+/** What one rollout command samples: its step, shard and tasks (every check made before any work). */
+export interface RolloutPlan {
+  step: number;
+  shard?: Shard;
+  tasks: Task[];
+}
+
+/** Reads `--step`, `--shard` and the tasks of the step; refuses bad flags and too few tasks in one line. */
+export async function planRollout(config: Config, flags: StageArgs["flags"]): Promise<RolloutPlan> {
+  const step = stepFlag(flags.step);
+  const shard = flags.shard !== undefined ? parseShard(String(flags.shard)) : undefined;
+  const { train } = splitHeldOut(await loadTasks(config.data), config.eval.num_tasks);
+  return { step, shard, tasks: tasksForStep(train, step, config.rollout.tasks_per_step, shard) };
+}
+
 async function main(args: StageArgs): Promise<void> {
   const { config } = args;
-  const step = stepFlag(args.flags.step);
-  const shard: Shard | undefined = args.flags.shard ? parseShard(String(args.flags.shard)) : undefined;
+  const { step, shard, tasks } = await planRollout(config, args.flags);
   const tools = await loadTools(config.rollout.tools);
-  const { train } = splitHeldOut(await loadTasks(config.data), config.eval.num_tasks);
-  const tasks = tasksForStep(train, step, config.rollout.tasks_per_step, shard);
   const tokenizer = await loadTokenizer(config.model.path);
   progress.log(
     `rollout: loading ${config.model.path}${config.model.adapter ? ` + ${config.model.adapter}` : ""}`,
@@ -144,12 +157,18 @@ async function main(args: StageArgs): Promise<void> {
   }
 }
 
+/** `--step N`: a non-negative integer (default 0). */
 function stepFlag(value: unknown): number {
-  const step = value === undefined ? 0 : Number(value);
-  if (!Number.isInteger(step) || step < 0) {
-    throw new TypeError(`rollout: --step ${value}: use a non-negative integer`);
+  if (value === undefined) return 0;
+  const text = String(value).trim();
+  if (!/^\d+$/.test(text) || !Number.isSafeInteger(Number(text))) {
+    throw new UserError("rollout: --step", {
+      value,
+      why: "it must be a whole number, 0 or more (the loop step: which tasks, and part of every seed)",
+      fix: "pass e.g. --step 0, or leave --step out",
+    });
   }
-  return step;
+  return Number(text);
 }
 
 if (import.meta.main) {
@@ -166,6 +185,7 @@ if (import.meta.main) {
       "--shard i/n      take every n-th task of the step, starting at the i-th (0-based)",
     ],
     configFlags: { adapter: "model.adapter" },
+    check: async (args) => void await planRollout(args.config, args.flags),
     examples: [
       "deno task rollout --out runs/x/rollouts.arrow",
       "deno task rollout --out runs/x/rollouts.arrow --rollout.generation.temperature=0.7 --rollout.group_size=4",

@@ -195,7 +195,7 @@ Deno.test("--in globs expand in name order; a glob matching nothing and a wildca
 });
 
 Deno.test("a stage that reads one file refuses --in twice", async () => {
-  const spec = { name: "one", summary: "", run: () => Promise.resolve() };
+  const spec = { name: "one", summary: "", needsInput: true, run: () => Promise.resolve() };
   await assert.rejects(prepareStage(spec, ["--in", "a.arrow", "--in", "b.arrow"]), (e: Error) => {
     assert.ok(e instanceof UserError);
     assert.match(e.message, /--in .*this stage reads one input file/);

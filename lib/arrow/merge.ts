@@ -11,7 +11,8 @@
  *   `tokenizer_hash`, `chat_template_hash`, `sampling`, `seed`;
  * - the policy that sampled them: the `policy_version` column's values;
  * - the columns (names and types), e.g. the same reward components in scored files.
- * `created_at` and `input_hashes` may differ. The merged file's `sha256` lists its parts' hashes
+ * `created_at` and `input_hashes` may differ. The same file given twice (equal sha256) is refused: read as
+ * one it would count every episode twice. The merged file's `sha256` lists its parts' hashes
  * comma-separated in order, so the next file's `input_hashes` names every shard it was made from, and
  * its `input_hashes` joins the parts' distinct values per key the same way.
  *
@@ -51,6 +52,7 @@ export function mergeStageFiles(files: readonly StageFile[]): StageFile {
   if (files.length === 1) return files[0];
   const [first, ...rest] = files;
   for (const file of rest) checkSameSource(first, file);
+  refuseRepeats(files); // after: parts that differ are named by the field they differ in
   const table: Table = first.table.concat(...rest.map((f) => f.table));
   const metadata: StageMetadata = { ...first.metadata, input_hashes: joinedInputHashes(files) };
   return new StageFile(
@@ -60,6 +62,21 @@ export function mergeStageFiles(files: readonly StageFile[]): StageFile {
     metadata,
     files.map((f) => f.sha256).join(","),
   );
+}
+
+/** Refuses two parts with the same bytes (the same file, or a copy of it). */
+function refuseRepeats(files: readonly StageFile[]): void {
+  const seen = new Map<string, StageFile>();
+  for (const file of files) {
+    const earlier = seen.get(file.sha256);
+    if (earlier) {
+      throw new UserError(`merging ${earlier.path} and ${file.path}`, {
+        why: "they are the same file (the same sha256), so every episode would be read twice",
+        fix: "pass each file once",
+      });
+    }
+    seen.set(file.sha256, file);
+  }
 }
 
 /** Refuses `b` unless it has `a`'s kind, provenance metadata, policy versions and columns. */

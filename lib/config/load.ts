@@ -6,6 +6,7 @@
 import { fileURLToPath } from "node:url";
 import { parse } from "@std/yaml";
 import { UserError } from "../errors.ts";
+import { specialKind } from "../fs/output.ts";
 import type { Config } from "./schema.ts";
 import { validateConfig } from "./validate.ts";
 import { applyOverrides } from "./overrides.ts";
@@ -46,8 +47,17 @@ export async function loadConfig(opts: LoadOptions = {}): Promise<LoadedConfig> 
 
 async function readConfigFile(path: string): Promise<string> {
   try {
+    // A FIFO or device would block or never end: refuse anything but a regular file before opening it.
+    const info = await Deno.stat(path);
+    if (!info.isFile) {
+      throw new UserError(`config file ${path}`, {
+        why: `it is ${specialKind(info) ?? "a directory"}, not a YAML file`,
+        fix: "pass --config a .yaml file, or leave --config out to use the repository's config.yaml",
+      });
+    }
     return await Deno.readTextFile(path);
   } catch (error) {
+    if (error instanceof UserError) throw error;
     const missing = error instanceof Deno.errors.NotFound;
     throw new UserError(`config file ${path}`, {
       why: missing ? "no such file" : `cannot be read (${(error as Error).message})`,

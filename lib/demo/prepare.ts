@@ -7,6 +7,7 @@
  */
 
 import { join } from "node:path";
+import { writeOutputMarker } from "../fs/output.ts";
 import type { Config } from "../config/schema.ts";
 import { loadTasks } from "../data/mod.ts";
 import type { Task } from "../data/task.ts";
@@ -16,6 +17,9 @@ import { loadTools, toolSpecs } from "../tools/registry.ts";
 import { buildDemoModel } from "./model.ts";
 import { DEMO_SETTINGS, type DemoSettings } from "./settings.ts";
 import { warmStart, type WarmStartProgress, type WarmStartResult } from "./warm_start.ts";
+
+/** The maker the demo's output markers name: a later demo replaces these outputs, and only these. */
+export const DEMO_MAKER = "demo";
 
 /** What `prepareDemo` made. */
 export interface PreparedDemo {
@@ -45,6 +49,8 @@ export async function prepareDemo(
     ...corpus,
     tools: toolSpecs([...tools.values()]),
   });
+  // Marked as the demo's at once, so a demo killed during the warm start is replaced by the next one.
+  await writeOutputMarker(model.dir, "model-dir", DEMO_MAKER);
   const modelSeconds = (performance.now() - started) / 1000;
   const result = await warmStart({
     config: { ...config, model: { ...config.model, path: model.dir } },

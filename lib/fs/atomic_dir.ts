@@ -18,6 +18,8 @@ import { replaceDir, replacementTag } from "./replace.ts";
 export interface DirWriteOptions {
   /** The kind the marker names (default "dir": a directory output of no declared kind). */
   kind?: OutputDirKind | "dir";
+  /** The command the marker names as the maker (see `writeOutputMarker`). */
+  by?: string;
 }
 
 /** Creates or replaces `dir` with what `fill` writes into the (empty, existing) folder it is given. */
@@ -30,7 +32,7 @@ export async function writeDirAtomic(
   await Deno.mkdir(tmp, { recursive: true });
   try {
     await fill(tmp);
-    await writeOutputMarker(tmp, opts.kind ?? "dir");
+    await writeOutputMarker(tmp, opts.kind ?? "dir", opts.by);
     await replaceDir(tmp, dir);
   } catch (e) {
     await Deno.remove(tmp, { recursive: true }).catch(() => {});

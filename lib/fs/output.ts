@@ -4,9 +4,16 @@
  * - an output path that does not exist (or an empty directory) is created;
  * - an existing output is replaced only when it is a complete output of the same kind made by this
  *   toolkit, and only with `--overwrite` (`overwrite: true`);
- * - never when it is an input, an ancestor of an input, the current directory or one of its
- *   ancestors, a repository root, the toolkit's own directory, the home directory or `/`;
+ * - never when it is an input, an ancestor of an input or inside an input directory (model, adapter,
+ *   `read_file_root`), the current directory or one of its ancestors, a repository root, the
+ *   toolkit's own directory, the home directory or `/`, nor anything that is not a regular file or
+ *   directory (a device such as `/dev/null`, a FIFO, a socket);
+ * - the directory that receives the write must be writable (probed with a real temporary entry, so a
+ *   read-only mount is refused even for root);
  * - anything else is refused with one line naming the path and the fix; nothing is deleted.
+ *
+ * Nothing here creates the output or its parents: `createOutputParents` does that once every check of
+ * the command has passed.
  *
  * "Made by this toolkit": a stage file has its manifest (`FILE.manifest.json`) naming the same kind; a
  * directory holds the marker file `.deno-rl-output.json` naming its kind (written last, inside the
@@ -38,12 +45,22 @@ export const OUTPUT_MARKER = ".deno-rl-output.json";
 export const HTML_MARKER = "<!-- deno-rl-output: html -->";
 
 export interface OutputCheck {
-  /** Paths the command reads (stage files, model and adapter directories, the config file). */
+  /**
+   * Paths the command reads (stage files, model and adapter directories, the config file, data.path,
+   * read_file_root): the output may not be one, hold one, or lie inside one.
+   */
   inputs?: Array<string | undefined | null>;
+  /** Input directories the output may lie inside (the report's run directory), but not be or hold. */
+  hosts?: Array<string | undefined | null>;
   /** Replace an existing output of ours (`--overwrite`). */
   overwrite?: boolean;
   /** Accept an existing output of ours without `--overwrite`, to continue it (a run directory). */
   resume?: boolean;
+  /**
+   * Makers (the `by` of a directory's marker) whose outputs may be replaced without `--overwrite`: the
+   * demo replaces an earlier demo's outputs, never a loop run's, unless told to.
+   */
+  replaceMadeBy?: string[];
   /** How to name the flag in messages (default `--out`). */
   flag?: string;
 }
@@ -65,14 +82,16 @@ export async function checkOutputPath(
 ): Promise<OutputState> {
   const flag = opts.flag ?? "--out";
   const abs = await realPathOf(path);
-  await refuseProtected(path, abs, flag, opts.inputs ?? []);
+  await refuseProtected(path, abs, flag, opts);
   await recoverReplacement(abs, spec.kind === "stage-file");
   const info = await statOrNull(abs);
   if (!info) {
-    await checkParentWritable(path, abs, flag);
+    await checkWritable(path, abs, flag);
     return "absent";
   }
+  refuseSpecialFile(path, info, flag);
   if (info.isDirectory && spec.kind !== "stage-file" && spec.kind !== "html" && await isEmptyDir(abs)) {
+    await checkWritable(path, abs, flag, true);
     return "empty";
   }
   const found = await describeExisting(abs, info);
@@ -87,31 +106,80 @@ export async function checkOutputPath(
         `choose a new path for ${flag} (an existing output is replaced only when it is ours and of the same kind)`,
     });
   }
-  if (!opts.overwrite && !opts.resume) {
+  if (!opts.overwrite && !opts.resume && !(await madeByOneOf(abs, info, opts.replaceMadeBy))) {
     throw new UserError(`${flag} ${path}`, {
       why: `it already holds ${article(found)} from an earlier run; nothing was changed`,
       fix: `pass --overwrite to replace it, or choose a new path for ${flag}`,
     });
   }
+  await checkWritable(path, abs, flag, info.isDirectory);
   return "ours";
 }
 
-/** Writes the marker of a directory output into `dir` (call it last, inside the atomic write). */
-export async function writeOutputMarker(dir: string, kind: OutputDirKind | "dir"): Promise<void> {
-  const text = JSON.stringify({ kind, written_at: new Date().toISOString() }) + "\n";
+/** Creates the missing parent directories of an output (call it once every argument check passed). */
+export async function createOutputParents(path: string): Promise<void> {
+  await Deno.mkdir(dirname(resolve(path)), { recursive: true });
+}
+
+/**
+ * Writes the marker of a directory output into `dir` (call it last, inside the atomic write); `by`
+ * names the command that made it when another command must tell its own outputs apart (the demo).
+ */
+export async function writeOutputMarker(
+  dir: string,
+  kind: OutputDirKind | "dir",
+  by?: string,
+): Promise<void> {
+  const text = JSON.stringify({ kind, ...(by ? { by } : {}), written_at: new Date().toISOString() }) + "\n";
   await Deno.writeTextFile(join(dir, OUTPUT_MARKER), text);
 }
 
 /** The kind a directory's marker names, or null when it has none (or an unreadable one). */
 export async function readOutputMarker(dir: string): Promise<string | null> {
+  return await markerField(dir, "kind");
+}
+
+/** The command a directory's marker says made it (`by`), or null when it names none. */
+export async function readOutputMaker(dir: string): Promise<string | null> {
+  return await markerField(dir, "by");
+}
+
+async function markerField(dir: string, field: "kind" | "by"): Promise<string | null> {
   const text = await readTextIfExists(join(dir, OUTPUT_MARKER)).catch(() => null);
   if (text === null) return null;
   try {
-    const kind = JSON.parse(text)?.kind;
-    return typeof kind === "string" ? kind : null;
+    const value = JSON.parse(text)?.[field];
+    return typeof value === "string" ? value : null;
   } catch {
     return null;
   }
+}
+
+async function madeByOneOf(abs: string, info: Deno.FileInfo, makers?: string[]): Promise<boolean> {
+  if (!makers?.length || !info.isDirectory) return false;
+  const maker = await readOutputMaker(abs);
+  return maker !== null && makers.includes(maker);
+}
+
+/** What a non-regular file is, for messages: "a FIFO (named pipe)", "a character device", … */
+export function specialKind(info: Deno.FileInfo): string | null {
+  if (info.isFile || info.isDirectory) return null;
+  if (info.isFifo) return "a FIFO (named pipe)";
+  if (info.isSocket) return "a socket";
+  if (info.isCharDevice) return "a character device";
+  if (info.isBlockDevice) return "a block device";
+  return "not a regular file or directory";
+}
+
+/** Refuses a device, FIFO or socket as an output (writing one would lose the data or block). */
+function refuseSpecialFile(path: string, info: Deno.FileInfo, flag: string): void {
+  const kind = specialKind(info);
+  if (!kind) return;
+  throw new UserError(`${flag} ${path}`, {
+    why:
+      `it is ${kind}, not a regular file or directory, so no output can be written there; nothing was changed`,
+    fix: `choose a path for ${flag} that does not exist yet (a new file or directory)`,
+  });
 }
 
 /** A short description of what is at `abs`: an output kind name, or what else it is. */
@@ -123,7 +191,6 @@ async function describeExisting(abs: string, info: Deno.FileInfo): Promise<strin
     if (await isLegacyCheckpoint(abs)) return "adapter-dir";
     return marker ? "a directory output of another kind" : "a directory this toolkit did not write";
   }
-  if (!info.isFile) return "not a regular file or directory";
   const manifest = await readTextIfExists(`${abs}.manifest.json`).catch(() => null);
   if (manifest !== null) {
     const kind = parseKind(manifest);
@@ -171,13 +238,11 @@ export function parseKind(text: string): string | null {
   }
 }
 
-/** Refuses `/`, home, the current directory and its ancestors, repository roots, inputs and their ancestors. */
-async function refuseProtected(
-  path: string,
-  abs: string,
-  flag: string,
-  inputs: Array<string | undefined | null>,
-) {
+/**
+ * Refuses `/`, home, the current directory and its ancestors, repository roots, inputs, their ancestors
+ * and paths inside an input directory (except inside a `host`).
+ */
+async function refuseProtected(path: string, abs: string, flag: string, opts: OutputCheck) {
   const refuse = (why: string) =>
     new UserError(`${flag} ${path}`, {
       why: `${why}; nothing was changed`,
@@ -192,11 +257,15 @@ async function refuseProtected(
     throw refuse("it is the toolkit's own directory or one of its parents");
   }
   if (await statOrNull(join(abs, ".git"))) throw refuse("it is the root of a git repository");
-  for (const input of inputs) {
+  const hosts = opts.hosts ?? [];
+  for (const input of [...(opts.inputs ?? []), ...hosts]) {
     if (!input) continue;
     const inAbs = await realPathOf(input);
     if (abs === inAbs) throw refuse(`it is an input of this command (${input})`);
     if (isAncestorOrSelf(abs, inAbs)) throw refuse(`it holds an input of this command (${input})`);
+    if (isAncestorOrSelf(inAbs, abs) && !hosts.includes(input)) {
+      throw refuse(`it is inside an input of this command (${input})`);
+    }
   }
 }
 
@@ -215,8 +284,13 @@ function envHome(): string | undefined {
   }
 }
 
-/** The nearest existing ancestor must be a writable directory (probed by making and removing a temp dir). */
-async function checkParentWritable(path: string, abs: string, flag: string): Promise<void> {
+/**
+ * The directory that receives the write must be writable: the nearest existing ancestor (an output
+ * written beside its old self, or parents created in it), and with `inPlace` the existing directory
+ * itself. Probed by making and removing a temporary directory, which a read-only mount refuses even
+ * to root (permission bits do not).
+ */
+async function checkWritable(path: string, abs: string, flag: string, inPlace = false): Promise<void> {
   let parent = dirname(abs);
   let info = await statOrNull(parent);
   while (!info && parent !== dirname(parent)) {
@@ -229,13 +303,17 @@ async function checkParentWritable(path: string, abs: string, flag: string): Pro
       fix: `choose a path for ${flag} inside a directory`,
     });
   }
-  try {
-    await Deno.remove(await Deno.makeTempDir({ dir: parent, prefix: ".deno-rl-probe-" }));
-  } catch (e) {
-    throw new UserError(`${flag} ${path}`, {
-      why: `its directory ${parent} is not writable (${(e as Error).message.split("\n")[0]})`,
-      fix: `choose a path for ${flag} in a directory you can write`,
-    });
+  for (const dir of inPlace ? [parent, abs] : [parent]) {
+    try {
+      await Deno.remove(await Deno.makeTempDir({ dir, prefix: ".deno-rl-probe-" }));
+    } catch (e) {
+      throw new UserError(`${flag} ${path}`, {
+        why: `the directory ${dir} is not writable (${
+          (e as Error).message.split("\n")[0]
+        }); nothing was changed`,
+        fix: `choose a path for ${flag} in a directory you can write (or make ${dir} writable)`,
+      });
+    }
   }
 }
 

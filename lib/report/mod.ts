@@ -11,7 +11,7 @@
  */
 
 export { renderReport, type ReportOptions } from "./page.ts";
-export { type EvalPoint, loadRunData, type RunData, type RunMetrics } from "./run_data.ts";
+export { type EvalPoint, loadRunData, requireRunDir, type RunData, type RunMetrics } from "./run_data.ts";
 export {
   type ChartOptions,
   lineChart,

@@ -13,6 +13,7 @@ import { readStageFile } from "../arrow/read.ts";
 import type { StageFile } from "../arrow/stage_file.ts";
 import { UserError } from "../errors.ts";
 import { readTextIfExists } from "../fs/read.ts";
+import { findRunDirs, isRunDir } from "../run/find.ts";
 
 /** Per-step metrics as plain number arrays, one entry per loop step. */
 export interface RunMetrics {
@@ -53,7 +54,7 @@ const EVAL_FILE = /^step-(\d{4,})\.arrow$/;
 
 /** Reads what the report shows from the run directory `dir`. */
 export async function loadRunData(dir: string): Promise<RunData> {
-  await requireDirectory(dir);
+  await requireRunDir(dir);
   const latest = (await readTextIfExists(join(dir, "latest")))?.trim() || null;
   return {
     dir,
@@ -66,7 +67,11 @@ export async function loadRunData(dir: string): Promise<RunData> {
   };
 }
 
-async function requireDirectory(dir: string): Promise<void> {
+/**
+ * Refuses anything but a run directory: a missing path, a file, or a directory without run files (then
+ * naming the run directories found below it, e.g. `runs/demo/run` for `runs/demo`).
+ */
+export async function requireRunDir(dir: string): Promise<void> {
   const info = await Deno.stat(dir).catch(() => null);
   if (!info?.isDirectory) {
     throw new UserError(`run directory ${dir}`, {
@@ -74,6 +79,14 @@ async function requireDirectory(dir: string): Promise<void> {
       fix: "pass a run directory written by `deno task loop` (runs/<name>)",
     });
   }
+  if (await isRunDir(dir)) return;
+  const below = await findRunDirs(dir);
+  throw new UserError(`run directory ${dir}`, {
+    why: "it holds no run files (latest, metrics.arrow, step-NNNN/, eval/), so the report would be empty",
+    fix: below.length
+      ? `pass a run directory below it: ${below.join(", ")}`
+      : "pass a run directory written by `deno task loop` or `deno task demo` (e.g. runs/loop, runs/demo/run)",
+  });
 }
 
 async function modelPathOf(dir: string): Promise<string | null> {

@@ -4,6 +4,15 @@
  * of the step counter and a resumed run takes the same tasks. With `--shard i/n`, a machine takes every
  * n-th of those tasks starting at the i-th (0-based), and shards together cover the step exactly once.
  *
+ * A step never takes a task twice, so `tasks_per_step` above the training split is refused rather than
+ * clamped (a step silently smaller than configured would change the batch size, the learning rate's
+ * meaning and the run's seeds); so is a shard that would get no task.
+ *
+ * The held-out split (`splitHeldOut`): the last `eval.num_tasks` tasks are never trained on; 0 means no
+ * held-out split, which every command that evaluates refuses (`requireHeldOut`). Training with too few
+ * tasks for the split is refused with the fix `--eval.num_tasks=0` rather than silently training on the
+ * held-out tasks: a later evaluation would then measure tasks the policy was trained on.
+ *
  * @module
  */
 
@@ -19,6 +28,13 @@ export interface Shard {
 /** The tasks of loop step `step` (a shard's share of them with `shard`). */
 export function tasksForStep(tasks: readonly Task[], step: number, perStep: number, shard?: Shard): Task[] {
   const chosen = stepTasks(tasks, step, perStep);
+  if (shard && shard.index >= chosen.length) {
+    throw new UserError("rollout: --shard", {
+      value: `${shard.index}/${shard.count}`,
+      why: `a step has ${chosen.length} tasks (rollout.tasks_per_step), so this shard would get none`,
+      fix: `use at most ${chosen.length} shards, or raise rollout.tasks_per_step`,
+    });
+  }
   return shard ? chosen.filter((_, k) => k % shard.count === shard.index) : chosen;
 }
 
@@ -34,7 +50,15 @@ function stepTasks(tasks: readonly Task[], step: number, perStep: number): Task[
       fix: "check data.source and data.path (and data.max_samples)",
     });
   }
-  const n = Math.min(perStep, tasks.length); // a task appears at most once per step
+  if (perStep > tasks.length) {
+    throw new UserError("config key rollout.tasks_per_step", {
+      value: perStep,
+      why: `the training split has only ${tasks.length} tasks, and a step takes each task at most once`,
+      fix: `set --rollout.tasks_per_step=${tasks.length} or less, or add tasks ` +
+        "(data.max_samples, data.arithmetic.num_tasks, or a smaller eval.num_tasks)",
+    });
+  }
+  const n = perStep;
   return Array.from({ length: n }, (_, k) => tasks[(step * n + k) % tasks.length]);
 }
 
@@ -54,15 +78,30 @@ export function parseShard(text: string): Shard {
 
 /**
  * The held-out split: the last `heldOut` tasks of the (shuffled) data set are for evaluation only and
- * training samples the rest, so the two never share a task. Needs at least one training task.
+ * training samples the rest, so the two never share a task. `heldOut` 0: no held-out split, every task
+ * trains. Otherwise the data set needs more tasks than `heldOut`.
  */
 export function splitHeldOut(tasks: readonly Task[], heldOut: number): { train: Task[]; heldOut: Task[] } {
+  if (heldOut === 0) return { train: [...tasks], heldOut: [] };
   if (tasks.length <= heldOut) {
-    throw new UserError("eval.num_tasks", {
+    throw new UserError("config key eval.num_tasks", {
       value: heldOut,
-      why: `the data set has ${tasks.length} tasks, and training needs at least one that is not held out`,
-      fix: "lower eval.num_tasks, or raise data.max_samples / data.arithmetic.num_tasks",
+      why: `the data set has ${tasks.length} tasks and the last ${heldOut} are held out for evaluation, ` +
+        "which leaves none to train on",
+      fix: `set eval.num_tasks below ${tasks.length}, add tasks (data.max_samples / ` +
+        "data.arithmetic.num_tasks), or pass --eval.num_tasks=0 for no held-out split " +
+        "(only where nothing evaluates: rollout, or the loop with loop.eval_every=0)",
     });
   }
   return { train: tasks.slice(0, tasks.length - heldOut), heldOut: tasks.slice(tasks.length - heldOut) };
+}
+
+/** Refuses `eval.num_tasks` 0 (no held-out split) for `command`, which evaluates; `fix` says what to do. */
+export function requireHeldOut(numTasks: number, command: string, fix: string): void {
+  if (numTasks > 0) return;
+  throw new UserError("config key eval.num_tasks", {
+    value: numTasks,
+    why: `${command} evaluates on the held-out tasks, and 0 means there are none`,
+    fix,
+  });
 }

@@ -72,3 +72,13 @@ function isAlive(pid: number): boolean {
     return true; // cannot tell: never take over a lock that may be held
   }
 }
+
+/**
+ * The pid holding the lock at `path` when that process is alive (not this one), else null: a command
+ * that would delete or replace the run directory refuses while a loop holds it, and may replace a
+ * stale lock left by a dead process.
+ */
+export async function liveLockOwner(path: string): Promise<number | null> {
+  const owner = await ownerOf(path);
+  return owner !== null && owner !== Deno.pid && isAlive(owner) ? owner : null;
+}

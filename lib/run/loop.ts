@@ -24,7 +24,7 @@ import { openPolicy } from "../server/backend.ts";
 import { policyOptionsOf } from "../engine/policy_options.ts";
 import type { ChatTokenizer } from "../model/chat.ts";
 import { loadTokenizer } from "../model/tokenizer.ts";
-import { splitHeldOut, tasksForStep } from "../rollout/tasks.ts";
+import { requireHeldOut, splitHeldOut, tasksForStep } from "../rollout/tasks.ts";
 import { loadTools } from "../tools/registry.ts";
 import type { Tool } from "../tools/types.ts";
 import { evalSummaryLine, evaluate } from "../eval/evaluate.ts";
@@ -73,6 +73,13 @@ interface RunContext {
 
 /** Runs (or resumes) the loop of `config.loop`. */
 export async function runLoop(config: Config, configHash: string, o: LoopOptions): Promise<LoopResult> {
+  if (config.loop.eval_every > 0) {
+    requireHeldOut(
+      config.eval.num_tasks,
+      "the loop (loop.eval_every > 0)",
+      "set eval.num_tasks to 1 or more",
+    );
+  }
   const layout = new RunLayout(config.loop.run_dir);
   await Deno.mkdir(layout.dir, { recursive: true });
   const release = await acquireRunLock(layout.lock);

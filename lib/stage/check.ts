@@ -10,7 +10,7 @@
  * @module
  */
 
-import { parseKind, statOrNull } from "../fs/output.ts";
+import { parseKind, realPathOf, specialKind, statOrNull } from "../fs/output.ts";
 import { join } from "node:path";
 import { UserError } from "../errors.ts";
 import { readTextIfExists } from "../fs/read.ts";
@@ -29,8 +29,9 @@ export async function checkInputFile(flag: string, path: string, kind?: StageKin
     });
   }
   if (!info.isFile) {
+    // Named from stat alone: opening a FIFO would block until something writes to it.
     throw new UserError(`${flag} ${path}`, {
-      why: "it is a directory, not a stage file",
+      why: `it is ${specialKind(info) ?? "a directory"}, not a stage file`,
       fix: `pass the .arrow file written by ${writer}`,
     });
   }
@@ -49,6 +50,41 @@ export async function checkInputFile(flag: string, path: string, kind?: StageKin
       why: `it is a ${found} file; this stage reads a ${kind} file (${KINDS[kind].fileName})`,
       fix: `pass the ${kind} file written by deno task ${KINDS[kind].stage}`,
     });
+  }
+}
+
+/**
+ * Refuses the same file given twice among `paths` (the same real path, or the same bytes by the sha256
+ * of its manifest): read as one, it would silently count every episode twice.
+ */
+export async function checkDistinctInputs(flag: string, paths: readonly string[]): Promise<void> {
+  const seen = new Map<string, string>();
+  for (const path of paths) {
+    const real = await realPathOf(path);
+    const manifest = await readTextIfExists(`${path}.manifest.json`).catch(() => null);
+    const sha256 = manifest === null ? null : manifestSha256(manifest);
+    for (const key of [`path:${real}`, sha256 ? `sha256:${sha256}` : null]) {
+      if (!key) continue;
+      const earlier = seen.get(key);
+      if (earlier !== undefined) {
+        throw new UserError(`${flag} ${path}`, {
+          why: `it is the same file as ${flag} ${earlier} (${
+            key.startsWith("path:") ? "the same path" : "the same bytes"
+          }), so its episodes would be read twice`,
+          fix: `pass each file once to ${flag}`,
+        });
+      }
+      seen.set(key, path);
+    }
+  }
+}
+
+function manifestSha256(text: string): string | null {
+  try {
+    const sha256 = JSON.parse(text)?.sha256;
+    return typeof sha256 === "string" ? sha256 : null;
+  } catch {
+    return null;
   }
 }
 
@@ -80,7 +116,7 @@ async function checkDirWith(
   const why = !info
     ? "it does not exist"
     : !info.isDirectory
-    ? `it is a file, not ${expect.what}`
+    ? `it is ${specialKind(info) ?? "a file"}, not ${expect.what}`
     : !(await statOrNull(join(path, file)))
     ? `it has no ${file}, so it is not ${expect.what}`
     : null;

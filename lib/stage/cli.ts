@@ -11,11 +11,19 @@
  *   output policy of docs/outputs.md before `run` (refuses `.`, inputs, foreign files; an existing
  *   output of ours only with `--overwrite`), so `run` may write `args.output` without asking again;
  * - `usesModel`: `model.path` (and `model.adapter` when set) are checked to be model / adapter dirs;
+ *   the default model (lib/model/default_model.ts) is made only after every check passed;
+ * - `check`: the stage's own checks (the tasks of a step, a run directory and its lock), run after the
+ *   common ones and before anything is written; it may set `args.output` (the report's default);
+ * - `takesOverwrite`: the stage replaces an output named by the configuration (the loop's run directory)
+ *   and takes `--overwrite` without taking `--out`;
  * - `configFlags`: flags that are another name for a config key (`adapter: "model.adapter"`);
  * - `examples`: command lines shown under "Examples" in `--help` (a test runs each through the config
  *   loader, so they must use keys that exist).
- * Every stage also takes `--overwrite`, `--print-config` (print the resolved configuration and exit),
- * `--debug` and `--help`. Library code that writes outputs itself (the loop's step files) calls
+ * Every stage takes `--config`, `--print-config` (print the resolved configuration and exit), `--debug`
+ * and `--help`; `--in` only where it reads stage files, `--out` and `--overwrite` only where it writes
+ * one, so a flag the stage would ignore is refused. Once every check passed, the default model is made
+ * (when `model.path` is the default and absent) and the output's missing parent directories are
+ * created; then `run` starts. Library code that writes outputs itself (the loop's step files) calls
  * `checkOutputPath` (re-exported here) with the same policy, and reports progress through `progress`.
  *
  * Exit codes: 0 done, 2 bad input or a stage that is not implemented yet, 130 interrupted, 1 an
@@ -26,11 +34,11 @@ import { UserError } from "../errors.ts";
 import { configHelp, DEFAULT_CONFIG_FILE, loadConfig } from "../config/load.ts";
 import type { Config } from "../config/schema.ts";
 import type { StageKind } from "../arrow/kinds.ts";
-import { checkOutputPath, type OutputSpec } from "../fs/output.ts";
+import { checkOutputPath, createOutputParents, type OutputSpec } from "../fs/output.ts";
 import { expandPaths } from "../fs/glob.ts";
 import { parseCommandLine } from "./args.ts";
-import { checkAdapterDir, checkInputFile, checkModelDir } from "./check.ts";
-import { ensureDefaultModel } from "../model/default_model.ts";
+import { checkAdapterDir, checkDistinctInputs, checkInputFile, checkModelDir } from "./check.ts";
+import { defaultModelMissing, ensureDefaultModel } from "../model/default_model.ts";
 import { progress } from "./progress.ts";
 import { stopWithParent } from "./lifetime.ts";
 
@@ -50,6 +58,8 @@ export interface StageArgs {
   output?: string;
   /** `--overwrite`: an existing output of ours may be replaced (already checked by runStageMain). */
   overwrite?: boolean;
+  /** The configuration file read (`--config`, or the repository's config.yaml). */
+  configFile: string;
 }
 
 export interface StageSpec {
@@ -75,6 +85,10 @@ export interface StageSpec {
   output?: OutputSpec;
   /** Whether the stage loads the model (`model.path`, `model.adapter` checked before run). */
   usesModel?: boolean;
+  /** The stage's own checks, after the common ones and before anything is written (may set output). */
+  check?(args: StageArgs): Promise<void>;
+  /** Takes `--overwrite` for an output the configuration names (the loop's run directory). */
+  takesOverwrite?: boolean;
   /** What Ctrl-C tells the user to do next (default: run the same command again). */
   resumeHint?: string;
   /** Example command lines for `--help`. */
@@ -82,8 +96,18 @@ export interface StageSpec {
   run(args: StageArgs): Promise<void>;
 }
 
-const COMMON_STRING = ["out", "config"];
-const COMMON_BOOLEAN = ["help", "debug", "overwrite", "print-config"];
+const COMMON_STRING = ["config"];
+const COMMON_BOOLEAN = ["help", "debug", "print-config"];
+
+/** Whether the stage reads `--in` stage files. */
+function readsIn(spec: StageSpec): boolean {
+  return Boolean(spec.needsInput || spec.manyInputs || spec.input);
+}
+
+/** Whether the stage writes `--out`. */
+function writesOut(spec: StageSpec): boolean {
+  return Boolean(spec.needsOutput || spec.output);
+}
 
 /** Thrown by a stage whose body a later issue will write: exits 2, writes nothing. */
 export class NotImplementedError extends UserError {
@@ -97,16 +121,30 @@ export class NotImplementedError extends UserError {
 
 /** Usage text for `--help`. */
 export function stageHelp(spec: StageSpec): string {
+  const inOut = [
+    ...(readsIn(spec) ? [" [--in FILE]"] : []),
+    ...(writesOut(spec) ? [" [--out PATH]"] : []),
+  ].join("");
   const lines = [
-    `deno task ${spec.name} [--in FILE] [--out PATH] [--config FILE] [--section.key=value ...]`,
+    `deno task ${spec.name}${inOut} [--config FILE] [--section.key=value ...]`,
     "",
     spec.summary,
     "",
     "Flags:",
-    "  --in FILE        input stage file" + (spec.needsInput ? " (required)" : "") +
-    (spec.manyInputs ? "; repeat it, or quote a glob, to read several as one (in that order)" : ""),
-    "  --out PATH       output file or directory" + (spec.needsOutput ? " (required)" : ""),
-    "  --overwrite      replace an existing output written earlier by this toolkit (never anything else)",
+    ...(readsIn(spec)
+      ? [
+        "  --in FILE        input stage file" + (spec.needsInput ? " (required)" : "") +
+        (spec.manyInputs ? "; repeat it, or quote a glob, to read several as one (in that order)" : ""),
+      ]
+      : []),
+    ...(writesOut(spec)
+      ? ["  --out PATH       output file or directory" + (spec.needsOutput ? " (required)" : "")]
+      : []),
+    ...(writesOut(spec) || spec.takesOverwrite
+      ? [
+        "  --overwrite      replace an existing output written earlier by this toolkit (never anything else)",
+      ]
+      : []),
     "  --config FILE    configuration file (default: the repository's config.yaml)",
     "  --a.b=VALUE      override one configuration key, e.g. --rollout.generation.temperature=0.7",
     "  --print-config   print the resolved configuration and exit without reading or writing",
@@ -138,15 +176,25 @@ export async function runStageMain(spec: StageSpec, argv: string[] = Deno.args):
 
 /**
  * Everything before the work: parses `argv`, answers `--help` and `--print-config` (returns "done"),
- * loads the configuration and checks every path. Throws a UserError on the first bad argument.
+ * loads the configuration and checks every argument; only then makes the default model and the output's
+ * missing parent directories. Throws a UserError on the first bad argument, having written nothing.
  */
 export async function prepareStage(spec: StageSpec, argv: string[]): Promise<StageArgs | "done"> {
   const command = `deno task ${spec.name}`;
   const { values, lists, overrides } = parseCommandLine(argv, {
     command,
-    string: [...COMMON_STRING, ...(spec.stringFlags ?? []), ...Object.keys(spec.configFlags ?? {})],
-    boolean: [...COMMON_BOOLEAN, ...(spec.booleanFlags ?? [])],
-    multiple: ["in"],
+    string: [
+      ...COMMON_STRING,
+      ...(writesOut(spec) ? ["out"] : []),
+      ...(spec.stringFlags ?? []),
+      ...Object.keys(spec.configFlags ?? {}),
+    ],
+    boolean: [
+      ...COMMON_BOOLEAN,
+      ...(writesOut(spec) || spec.takesOverwrite ? ["overwrite"] : []),
+      ...(spec.booleanFlags ?? []),
+    ],
+    multiple: readsIn(spec) ? ["in"] : [],
   });
   if (values.help) {
     console.log(stageHelp(spec));
@@ -170,25 +218,47 @@ export async function prepareStage(spec: StageSpec, argv: string[]): Promise<Sta
     inputs,
     output: values.out as string | undefined,
     overwrite: values.overwrite === true,
+    configFile: configFile ?? DEFAULT_CONFIG_FILE,
   };
-  await checkArguments(spec, args, configFile ?? DEFAULT_CONFIG_FILE);
+  await checkArguments(spec, args);
+  await spec.check?.(args);
+  // Every check passed: only now may the command create anything.
+  if (spec.usesModel) await ensureDefaultModel(config.model.path, (line) => progress.log(line));
+  if (args.output) await createOutputParents(args.output);
   return args;
 }
 
+/**
+ * The paths a command reads, which its output may not be, hold or lie inside: `--in` files, the config
+ * file, `model.adapter`, and for a stage that loads the model `model.path`, `data.path` and (with the
+ * read_file tool) `rollout.tools.read_file_root`.
+ */
+export function inputsOf(args: StageArgs, usesModel: boolean): Array<string | null | undefined> {
+  const { model, data, rollout } = args.config;
+  const readFile = rollout.tools.enabled.includes("read_file");
+  return [
+    ...args.inputs,
+    args.configFile,
+    model.adapter,
+    ...(usesModel ? [model.path, data.path, readFile ? rollout.tools.read_file_root : null] : []),
+  ];
+}
+
 /** Paths exist and have the right kind, the model and adapter look right, the output may be written. */
-async function checkArguments(spec: StageSpec, args: StageArgs, configFile: string): Promise<void> {
+async function checkArguments(spec: StageSpec, args: StageArgs): Promise<void> {
   if (spec.needsInput && !args.input) missingFlag(spec.name, "--in FILE");
   if (spec.needsOutput && !args.output) missingFlag(spec.name, "--out PATH");
   for (const input of args.inputs) await checkInputFile("--in", input, spec.input);
+  if (args.inputs.length > 1) await checkDistinctInputs("--in", args.inputs);
   const { model } = args.config;
   if (spec.usesModel) {
-    await ensureDefaultModel(model.path, (line) => progress.log(line));
-    await checkModelDir("model.path", model.path);
+    // The default model, when absent, is made after every check (prepareStage), not checked here.
+    if (!(await defaultModelMissing(model.path))) await checkModelDir("model.path", model.path);
     if (model.adapter) await checkAdapterDir("model.adapter", model.adapter);
   }
   if (args.output) {
     await checkOutputPath(args.output, spec.output ?? { kind: "stage-file", fileKind: "unknown" }, {
-      inputs: [...args.inputs, configFile, spec.usesModel ? model.path : null, model.adapter],
+      inputs: inputsOf(args, spec.usesModel ?? false),
       overwrite: args.overwrite,
     });
   }

@@ -6,7 +6,7 @@ export const MAX_CONTEXT = 131072;
 export const loop = {
   steps: int({ default: 20, min: 1, doc: "rollout -> score -> mask -> train steps to run" }),
   run_dir: str({
-    default: "runs/demo",
+    default: "runs/loop",
     doc: "run directory (config snapshot, step-NNNN/ files, adapters/, latest pointer)",
   }),
   save_every: int({ default: 10, min: 0, doc: "save the adapter every N steps; 0 = only at the end" }),
@@ -16,8 +16,9 @@ export const loop = {
 export const evaluation = {
   num_tasks: int({
     default: 64,
-    min: 1,
-    doc: "held-out tasks: the last num_tasks of the (shuffled) data set, never used for training",
+    min: 0,
+    doc: "held-out tasks: the last num_tasks of the (shuffled) data set, never used for training; " +
+      "0 = no held-out split (eval, and the loop with eval_every > 0, then refuse)",
   }),
   samples: int({
     default: 1,

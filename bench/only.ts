@@ -1,0 +1,35 @@
+/**
+ * `deno task bench --only …`: which sections to run. A comma-separated list, and the flag may repeat
+ * (`--only rollout,score_mask` = `--only rollout --only score_mask`); an unknown name is refused, listing
+ * the valid ones, before anything runs (a typo used to run nothing and exit 0).
+ *
+ * @module
+ */
+
+import { UserError } from "../lib/errors.ts";
+
+/** The bench's sections, in the order they run. */
+export const BENCH_SECTIONS = ["engine", "train", "rollout", "score_mask"] as const;
+export type BenchSection = typeof BENCH_SECTIONS[number];
+
+/** The sections the `--only` values name (every section when none is given). */
+export function parseOnly(values: readonly string[]): Set<BenchSection> {
+  const names = values.flatMap((v) => v.split(",")).map((n) => n.trim()).filter((n) => n !== "");
+  if (values.length > 0 && names.length === 0) {
+    throw new UserError("deno task bench: --only", {
+      value: values.join(","),
+      why: "it names no section",
+      fix: `pass one or more of ${BENCH_SECTIONS.join(", ")}, comma-separated`,
+    });
+  }
+  for (const name of names) {
+    if (!(BENCH_SECTIONS as readonly string[]).includes(name)) {
+      throw new UserError("deno task bench: --only", {
+        value: name,
+        why: "no bench section has that name",
+        fix: `use ${BENCH_SECTIONS.join(", ")} (comma-separated, e.g. --only rollout,score_mask)`,
+      });
+    }
+  }
+  return new Set((names.length ? names : BENCH_SECTIONS) as BenchSection[]);
+}
