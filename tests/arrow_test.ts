@@ -330,7 +330,7 @@ Deno.test("bytes that match their manifest but are not Arrow give a UserError, n
     bytes: junk.length,
   };
   await Deno.writeTextFile(manifestPath(path), JSON.stringify(manifest));
-  await assertUserError(() => readStageFile(path, "rollouts"), path, "Arrow parse check failed");
+  await assertUserError(() => readStageFile(path, "rollouts"), path, "Arrow structure check failed");
   await Deno.remove(dir, { recursive: true });
 });
 

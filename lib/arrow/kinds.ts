@@ -24,6 +24,13 @@ export type StageKind = typeof STAGE_KINDS[number];
 /** The stages (scripts under `stages/`) that own columns. */
 export type StageName = "rollout" | "score" | "mask" | "train" | "eval" | "loop";
 
+/**
+ * What a numeric column's values (or its lists' items) may be, checked by the reader
+ * (lib/arrow/validate.ts): `non_negative` (token ids, turn indices, counts), `zero_or_one` (flags),
+ * `finite` (no NaN or ±Infinity), `prompt_length` (from 0 to the row's number of tokens).
+ */
+export type ValueRule = "non_negative" | "zero_or_one" | "finite" | "prompt_length";
+
 /** One declared column. */
 export interface ColumnDecl {
   name: string;
@@ -31,6 +38,10 @@ export interface ColumnDecl {
   /** The stage that writes this column; later stages carry it through unchanged. */
   stage: StageName;
   doc: string;
+  /** The values it may hold, where that is narrower than its type. */
+  values?: ValueRule;
+  /** A list with one entry per token of `tokens` in every row. */
+  perToken?: boolean;
 }
 
 /** Dynamic columns allowed by name pattern, e.g. one `reward_<name>` per reward component. */
@@ -83,12 +94,16 @@ export const TOOL_CALL_TYPE = (): DataType =>
     ms: t.float32(),
   });
 
-const col = (stage: StageName) => (name: string, type: DataType, doc: string): ColumnDecl => ({
-  name,
-  type,
-  stage,
-  doc,
-});
+const col = (stage: StageName) =>
+(
+  name: string,
+  type: DataType,
+  doc: string,
+  rules: Pick<ColumnDecl, "values" | "perToken"> = {},
+): ColumnDecl => ({ name, type, stage, doc, ...rules });
+
+/** A per-token list column with the values it may hold. */
+const perToken = (values?: ValueRule) => ({ perToken: true, ...(values ? { values } : {}) });
 
 const ro = col("rollout");
 const sc = col("score");
@@ -121,21 +136,36 @@ const ROLLOUTS: KindDecl = {
     ro("task", t.utf8(), "JSON of the task (answer, tests…) as the rewards need it"),
     ro("prompt_messages", t.utf8(), "JSON array of the prompt's chat messages"),
     ro("messages", t.utf8(), "JSON array of the decoded trajectory (prompt + generated + tool turns)"),
-    ro("tokens", t.list(t.int32()), "every token of the trajectory, prompt included"),
-    ro("prompt_len", t.int32(), "number of leading tokens that are the rendered prompt"),
-    ro("sampled", t.list(t.uint8()), "per token: 1 = sampled by the policy, 0 = added by the environment"),
+    ro("tokens", t.list(t.int32()), "every token of the trajectory, prompt included", {
+      values: "non_negative",
+    }),
+    ro("prompt_len", t.int32(), "number of leading tokens that are the rendered prompt", {
+      values: "prompt_length",
+    }),
+    ro(
+      "sampled",
+      t.list(t.uint8()),
+      "per token: 1 = sampled by the policy, 0 = added by the environment",
+      perToken("zero_or_one"),
+    ),
     ro(
       "logprobs",
       t.list(t.float32()),
       "per token: policy log-prob at sampling temperature, 0 if not sampled",
+      perToken("finite"),
     ),
-    ro("turn_idx", t.list(t.int16()), "per token: assistant turn index (prompt tokens are turn 0)"),
+    ro(
+      "turn_idx",
+      t.list(t.int16()),
+      "per token: assistant turn index (prompt tokens are turn 0)",
+      perToken("non_negative"),
+    ),
     ro(
       "tool_calls",
       t.list(TOOL_CALL_TYPE()),
       "every tool call: turn, name, arguments JSON, status, output, ms",
     ),
-    ro("num_turns", t.int16(), "number of assistant turns"),
+    ro("num_turns", t.int16(), "number of assistant turns", { values: "non_negative" }),
     ro("finish_reason", t.utf8(), "why generation stopped: stop | length | tool_budget | error"),
     ro("status", t.utf8(), `episode status: ${EPISODE_STATUSES.join(" | ")}`),
     ro("policy_version", t.utf8(), "identity (hash) of the adapter that sampled the episode"),
@@ -193,8 +223,8 @@ const BATCH: KindDecl = {
   extends: "scored",
   doc: "scored episodes plus loss masks and per-token advantages, ready to train on",
   columns: [
-    mk("loss_mask", t.list(t.uint8()), "per token: 1 = counts in the loss"),
-    mk("advantages", t.list(t.float32()), "per token advantage"),
+    mk("loss_mask", t.list(t.uint8()), "per token: 1 = counts in the loss", perToken("zero_or_one")),
+    mk("advantages", t.list(t.float32()), "per token advantage", perToken("finite")),
   ],
   patterns: [],
   requiredMetadata: ["config_hash", "input_hashes"],

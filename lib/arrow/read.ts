@@ -1,8 +1,10 @@
 /**
  * The stage-file reader. Checks, in order, each failure a UserError naming the file and the fix:
  * the file exists; its manifest exists; size, sha256 and row count match the manifest; the Arrow magic
- * bytes; the Arrow file parses; `kind` and `format_version` match; every declared column is present
- * with its declared type. Extra columns that the kind does not declare are kept in the table but are
+ * bytes; the metadata's counts and positions fit the file (ipc_bounds.ts, so the parse is bounded);
+ * the Arrow file parses; `kind` and `format_version` match; every declared column is present with its
+ * declared type; every declared column's body is valid (validate.ts: offsets, lengths, nulls, UTF-8,
+ * value rules, one entry per token). The work is linear in the file size. Extra columns that the kind does not declare are kept in the table but are
  * not carried into the next stage's file (see `appendColumns`).
  *
  * @module
@@ -15,6 +17,8 @@ import { type Manifest, readManifest, sha256Hex } from "./manifest.ts";
 import { decodeMetadata } from "./metadata.ts";
 import { StageFile } from "./stage_file.ts";
 import { sameType, typeName } from "./types.ts";
+import { checkIpcBounds, OutOfBounds } from "./ipc_bounds.ts";
+import { validateBodies } from "./validate.ts";
 
 export interface ReadOptions {
   /** Check the manifest (default true). Turn off only for files written by other tools. */
@@ -35,6 +39,7 @@ export async function readStageFile(
   const sha256 = await sha256Hex(bytes);
   if (manifest) checkAgainstManifest(path, bytes, sha256, manifest, fix);
   checkMagic(path, bytes, fix);
+  checkStructure(path, bytes, fix);
   const table = parse(path, bytes, fix);
   if (manifest && table.numRows !== manifest.rows) {
     throw corrupted(path, "row count", `${table.numRows} rows, manifest says ${manifest.rows}`, fix);
@@ -42,6 +47,7 @@ export async function readStageFile(
   const metadata = decodeMetadata(path, table.schema.metadata);
   checkKindAndVersion(path, kind, metadata.kind, metadata.format_version);
   checkColumns(path, kind, table);
+  validateBodies(path, kind, table);
   return new StageFile(path, kind, table, metadata, sha256);
 }
 
@@ -84,6 +90,16 @@ function checkMagic(path: string, bytes: Uint8Array, fix: string): void {
   const ok = bytes.length >= 2 * n + 4 &&
     MAGIC.every((b, i) => bytes[i] === b && bytes[bytes.length - n + i] === b);
   if (!ok) throw corrupted(path, "magic bytes", "no ARROW1 at start and end: not an Arrow IPC file", fix);
+}
+
+/** The metadata's counts and positions fit the file, so Arrow JS's parse is bounded (ipc_bounds.ts). */
+function checkStructure(path: string, bytes: Uint8Array, fix: string): void {
+  try {
+    checkIpcBounds(bytes);
+  } catch (e) {
+    if (!(e instanceof OutOfBounds)) throw e;
+    throw corrupted(path, "Arrow structure", e.message, fix);
+  }
 }
 
 function parse(path: string, bytes: Uint8Array, fix: string): Table {
