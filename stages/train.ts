@@ -25,6 +25,7 @@ import type { Config, ModelConfig, TrainConfig } from "../lib/config/schema.ts";
 import { UserError } from "../lib/errors.ts";
 import { adapterHash } from "../lib/engine/local_policy.ts";
 import { checkOutputPath } from "../lib/fs/output.ts";
+import { readQwen3Config } from "../lib/model/hf_config.ts";
 import { type Adapter, initLoraWeights, type LoraSpec } from "../lib/model/lora.ts";
 import { openModelDir } from "../lib/model/model_dir.ts";
 import { ADAPTER_CONFIG, parseAdapterConfig } from "../lib/model/peft.ts";
@@ -104,6 +105,9 @@ export async function train(batch: StageFile, options: TrainOptions): Promise<Tr
     targets: [...c.lora.targets],
   };
   await checkBeforeWork(batch.path, options, spec);
+  // The batch whole, before the model loads.
+  const modelConfig = await readQwen3Config(resolve(m.path));
+  const episodes = episodesOf(batch, modelConfig.vocab_size);
   const loading = log.start("train: loading the model");
   const model = await openModelDir(m.path);
   const baseConfigSha256 = await sha256Hex(await Deno.readFile(join(model.dir, "config.json")));
@@ -118,7 +122,7 @@ export async function train(batch: StageFile, options: TrainOptions): Promise<Tr
   const steps = log.start("train: steps", c.num_iterations);
   let metrics: StepMetrics[];
   try {
-    metrics = await trainOnBatch(trainer, episodesOf(batch), start.adapter.weights, start.optimizer, {
+    metrics = await trainOnBatch(trainer, episodes, start.adapter.weights, start.optimizer, {
       aggregation: c.loss.aggregation,
       maxResponseTokens: c.loss.max_response_tokens ?? options.maxResponseTokens,
       microBatchTokens: c.micro_batch_tokens,

@@ -2,41 +2,74 @@
  * Training episodes from a `batch.arrow` stage file: tokens, loss mask, advantages and the rollout
  * log-probs, zero-copy views of the file's list columns.
  *
+ * The trainer refuses a batch it cannot read whole before the model loads: every per-token list the
+ * batch kind declares (`sampled`, `logprobs`, `turn_idx`, `loss_mask`, `advantages`) has one entry per
+ * token in every row, `prompt_len` lies within the row's tokens, and every token id is below the
+ * model's vocabulary. A file read from disk was already checked by the reader (lib/arrow/validate.ts);
+ * these checks also cover batches built in memory (the loop, notebooks) and the model-dependent one.
+ *
  * @module
  */
 
+import { resolveKind } from "../arrow/kinds.ts";
 import type { StageFile } from "../arrow/stage_file.ts";
 import { UserError } from "../errors.ts";
 import type { TrainEpisode } from "./batch.ts";
 
-/** Every row of `batch` as a training episode; rows with misaligned per-token lists are refused. */
-export function episodesOf(batch: StageFile): TrainEpisode[] {
+/** The batch kind's per-token list columns, from its declaration. */
+const PER_TOKEN = resolveKind("batch").allColumns.filter((c) => c.perToken).map((c) => c.name);
+
+/**
+ * Every row of `batch` as a training episode; a row whose per-token lists, prompt_len or token ids
+ * (with `vocabSize`, below it) do not fit its tokens is refused with a UserError naming it.
+ */
+export function episodesOf(batch: StageFile, vocabSize?: number): TrainEpisode[] {
   const out: TrainEpisode[] = [];
+  const promptLen = batch.vector("prompt_len");
   for (let i = 0; i < batch.rows; i++) {
     const tokens = batch.listAt<Int32Array>("tokens", i);
-    const e: TrainEpisode = {
+    for (const name of PER_TOKEN) {
+      const n = batch.listAt(name, i).length;
+      if (n !== tokens.length) {
+        refuseRow(batch, name, i, n, `it must have one entry per token (${tokens.length})`);
+      }
+    }
+    const prompt = Number(promptLen.get(i));
+    if (!(prompt >= 0 && prompt <= tokens.length)) {
+      refuseRow(batch, "prompt_len", i, prompt, `it must lie within the row's ${tokens.length} tokens`);
+    }
+    if (vocabSize !== undefined) checkTokenIds(batch, i, tokens, vocabSize);
+    out.push({
       tokens,
       lossMask: batch.listAt<Uint8Array>("loss_mask", i),
       advantages: batch.listAt<Float32Array>("advantages", i),
       oldLogprobs: batch.listAt<Float32Array>("logprobs", i),
-    };
-    for (
-      const [name, list] of [["loss_mask", e.lossMask], ["advantages", e.advantages], [
-        "logprobs",
-        e.oldLogprobs,
-      ]] as const
-    ) {
-      if (list.length !== tokens.length) {
-        throw new UserError(`stage file ${batch.path}: column "${name}" row ${i}`, {
-          value: list.length,
-          why: `per-token lists must have one entry per token (${tokens.length})`,
-          fix: "re-run the mask stage (deno task mask)",
-        });
-      }
-    }
-    out.push(e);
+    });
   }
   return out;
+}
+
+function checkTokenIds(batch: StageFile, row: number, tokens: Int32Array, vocabSize: number): void {
+  for (const id of tokens) {
+    if (id < 0 || id >= vocabSize) {
+      refuseRow(
+        batch,
+        "tokens",
+        row,
+        id,
+        `token ids must be from 0 to the model's vocab_size ${vocabSize} - 1`,
+      );
+    }
+  }
+}
+
+function refuseRow(batch: StageFile, column: string, row: number, value: number, why: string): never {
+  throw new UserError(`stage file ${batch.path}: column "${column}" row ${row}`, {
+    value,
+    why,
+    fix: "re-run the stages that wrote the batch (deno task rollout, then score and mask) with the " +
+      "model you train (model.path)",
+  });
 }
 
 /** The sampling temperature the rollouts used (from the file's metadata), or `fallback`. */
