@@ -8,9 +8,11 @@
  * @module
  */
 
+import { episodeFileBytes } from "../lib/arrow/estimate.ts";
 import { writeStageFile } from "../lib/arrow/write.ts";
 import type { Config } from "../lib/config/schema.ts";
 import { loadTasks, type Task } from "../lib/data/mod.ts";
+import { checkFreeSpace } from "../lib/fs/disk_space.ts";
 import { evalSummaryLine, evaluate } from "../lib/eval/evaluate.ts";
 import { openPolicy } from "../lib/server/backend.ts";
 import { policyOptionsOf } from "../lib/engine/policy_options.ts";
@@ -35,6 +37,15 @@ async function main(args: StageArgs): Promise<void> {
   const { config } = args;
   const heldOut = await heldOutTasks(config);
   const tools = await loadTools(config.rollout.tools);
+  checkFreeSpace( // before any episode is sampled
+    args.output!,
+    episodeFileBytes("eval", {
+      tasks: heldOut,
+      perTask: config.eval.samples,
+      maxTotalTokens: config.rollout.generation.max_total_tokens,
+      systemPrompt: config.data.system_prompt,
+    }),
+  );
   const tokenizer = await loadTokenizer(config.model.path);
   progress.log(
     `eval: loading ${config.model.path}${config.model.adapter ? ` + ${config.model.adapter}` : ""}`,

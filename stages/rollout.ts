@@ -11,6 +11,8 @@
  */
 
 import type { ColumnInput } from "../lib/arrow/build.ts";
+import { rolloutFileBytes } from "../lib/arrow/estimate.ts";
+import { checkFreeSpace } from "../lib/fs/disk_space.ts";
 import type { MetadataInput } from "../lib/arrow/metadata.ts";
 import { writeStageFile } from "../lib/arrow/write.ts";
 import type { Config } from "../lib/config/schema.ts";
@@ -136,6 +138,7 @@ async function main(args: StageArgs): Promise<void> {
   const { config } = args;
   const { step, shard, tasks } = await planRollout(config, args.flags);
   const tools = await loadTools(config.rollout.tools);
+  checkFreeSpace(args.output!, rolloutFileBytes(config, tasks)); // before any episode is sampled
   const tokenizer = await loadTokenizer(config.model.path);
   progress.log(
     `rollout: loading ${config.model.path}${config.model.adapter ? ` + ${config.model.adapter}` : ""}`,

@@ -24,6 +24,7 @@ import { writeStageFile } from "../lib/arrow/write.ts";
 import type { Config, ModelConfig, TrainConfig } from "../lib/config/schema.ts";
 import { UserError } from "../lib/errors.ts";
 import { adapterHash } from "../lib/engine/local_policy.ts";
+import { checkFreeSpace } from "../lib/fs/disk_space.ts";
 import { checkOutputPath } from "../lib/fs/output.ts";
 import { readQwen3Config } from "../lib/model/hf_config.ts";
 import { type Adapter, initLoraWeights, type LoraSpec } from "../lib/model/lora.ts";
@@ -35,6 +36,7 @@ import { runStageMain } from "../lib/stage/cli.ts";
 import { type Progress, progress as stderrProgress } from "../lib/stage/progress.ts";
 import {
   type Checkpoint,
+  checkpointBytes,
   loadCheckpoint,
   loraDifferences,
   saveCheckpoint,
@@ -105,9 +107,10 @@ export async function train(batch: StageFile, options: TrainOptions): Promise<Tr
     targets: [...c.lora.targets],
   };
   await checkBeforeWork(batch.path, options, spec);
-  // The batch whole, before the model loads.
+  // The batch whole, then room for the checkpoint: both known before the model loads.
   const modelConfig = await readQwen3Config(resolve(m.path));
   const episodes = episodesOf(batch, modelConfig.vocab_size);
+  checkFreeSpace(options.out, checkpointBytes(modelConfig, spec, c.optimizer.name, c.num_iterations));
   const loading = log.start("train: loading the model");
   const model = await openModelDir(m.path);
   const baseConfigSha256 = await sha256Hex(await Deno.readFile(join(model.dir, "config.json")));

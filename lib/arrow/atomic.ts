@@ -7,6 +7,7 @@
  */
 
 import { dirname } from "node:path";
+import { checkFreeSpace, diskFullOr } from "../fs/disk_space.ts";
 
 /** Writes are issued in chunks this large (a single `write` call may also write fewer bytes). */
 const CHUNK = 8 << 20;
@@ -22,6 +23,7 @@ export async function writeBytesAtomic(
   bytes: Uint8Array,
   opts: AtomicOptions = {},
 ): Promise<void> {
+  checkFreeSpace(path, bytes.length);
   const tmp = `${path}.tmp-${Deno.pid}-${crypto.randomUUID().slice(0, 8)}`;
   const file = await Deno.open(tmp, { write: true, create: true, truncate: true });
   try {
@@ -30,7 +32,7 @@ export async function writeBytesAtomic(
   } catch (e) {
     file.close();
     await Deno.remove(tmp).catch(() => {});
-    throw e;
+    throw diskFullOr(e, path, bytes.length);
   }
   file.close();
   try {

@@ -9,11 +9,16 @@
  * aside name until the next output check renames it back; a data file with a manifest beside it is
  * never a mismatched pair. Whether `path` may be replaced at all is `checkOutputPath`'s decision.
  *
+ * Free space is checked before the temporary files are created (the bytes are known by then,
+ * lib/arrow/atomic.ts); a disk that fills anyway is a one-line DiskFullError naming `path`, the
+ * temporary files removed and the previous pair intact (lib/fs/disk_space.ts).
+ *
  * @module
  */
 
 import { type Data, Field, makeData, RecordBatch, Schema, Struct, Table, tableToIPC } from "apache-arrow";
 import { UserError } from "../errors.ts";
+import { diskFullOr } from "../fs/disk_space.ts";
 import { replaceFileWithManifest, replacementTag } from "../fs/replace.ts";
 import { writeBytesAtomic } from "./atomic.ts";
 import { type ColumnInput, toData } from "./build.ts";
@@ -27,6 +32,9 @@ import {
 } from "./kinds.ts";
 import { manifestPath, sha256Hex, writeManifest } from "./manifest.ts";
 import { encodeMetadata, type MetadataInput } from "./metadata.ts";
+
+/** Room for the manifest (a few hundred bytes) and the file system's rounding, in a disk-full message. */
+const MANIFEST_BYTES = 4096;
 
 /** What a write produced. */
 export interface WriteResult {
@@ -65,7 +73,7 @@ export async function writeStageFile(
   } catch (e) {
     await Deno.remove(tmp).catch(() => {});
     await Deno.remove(manifestPath(tmp)).catch(() => {});
-    throw e;
+    throw diskFullOr(e, path, bytes.length + MANIFEST_BYTES);
   }
   return { rows, sha256, bytes: bytes.length };
 }

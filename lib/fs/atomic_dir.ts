@@ -11,7 +11,7 @@
  */
 
 import { basename, dirname, join } from "node:path";
-import { UserError } from "../errors.ts";
+import { checkFreeSpace, DiskFullError, diskFullOr, isDiskFull } from "./disk_space.ts";
 import { type OutputDirKind, writeOutputMarker } from "./output.ts";
 import { replaceDir, replacementTag } from "./replace.ts";
 
@@ -20,14 +20,21 @@ export interface DirWriteOptions {
   kind?: OutputDirKind | "dir";
   /** The command the marker names as the maker (see `writeOutputMarker`). */
   by?: string;
+  /** The bytes `fill` will write, when known: the free space is checked before anything is written. */
+  bytes?: number;
 }
 
-/** Creates or replaces `dir` with what `fill` writes into the (empty, existing) folder it is given. */
+/**
+ * Creates or replaces `dir` with what `fill` writes into the (empty, existing) folder it is given. A
+ * full disk (before, with `opts.bytes`, or while filling) is a one-line DiskFullError naming `dir`;
+ * the temporary folder is removed and the previous directory is untouched.
+ */
 export async function writeDirAtomic(
   dir: string,
   fill: (tmp: string) => Promise<void>,
   opts: DirWriteOptions = {},
 ): Promise<void> {
+  if (opts.bytes !== undefined) checkFreeSpace(dir, opts.bytes);
   const tmp = join(dirname(dir), `.${basename(dir)}.tmp-${replacementTag()}`);
   await Deno.mkdir(tmp, { recursive: true });
   try {
@@ -35,16 +42,29 @@ export async function writeDirAtomic(
     await writeOutputMarker(tmp, opts.kind ?? "dir", opts.by);
     await replaceDir(tmp, dir);
   } catch (e) {
+    const needed = opts.bytes ?? await bytesNeeded(e, tmp);
     await Deno.remove(tmp, { recursive: true }).catch(() => {});
-    throw diskFull(e, dir) ?? e;
+    throw diskFullOr(e, dir, needed);
   }
 }
 
-/** A UserError for a full disk (the earlier content is untouched), or undefined for other errors. */
-function diskFull(e: unknown, dir: string): UserError | undefined {
-  if (!(e instanceof Error) || !/os error 28|No space left/i.test(e.message)) return undefined;
-  return new UserError(`writing ${dir}`, {
-    why: "the disk is full; nothing was replaced, the previous content is intact",
-    fix: "free disk space and run the stage again",
-  });
+/** For a full disk without a known size: what was written so far plus what the failed write needed. */
+async function bytesNeeded(e: unknown, tmp: string): Promise<number | null> {
+  if (!(e instanceof DiskFullError) && !isDiskFull(e)) return null;
+  const inner = e instanceof DiskFullError ? e.needed : null;
+  return inner === null ? null : inner + await treeBytes(tmp);
+}
+
+/** Bytes of the files under `dir` (best effort). */
+async function treeBytes(dir: string): Promise<number> {
+  let total = 0;
+  try {
+    for await (const entry of Deno.readDir(dir)) {
+      const path = join(dir, entry.name);
+      total += entry.isDirectory ? await treeBytes(path) : (await Deno.lstat(path)).size;
+    }
+  } catch {
+    // a directory that vanished or cannot be read counts as empty
+  }
+  return total;
 }

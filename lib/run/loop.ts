@@ -14,11 +14,13 @@
 
 import { copyFile } from "node:fs/promises";
 import { dirname } from "node:path";
+import { rolloutFileBytes } from "../arrow/estimate.ts";
 import { readStageFile } from "../arrow/read.ts";
 import { writeStageFile } from "../arrow/write.ts";
 import { writeTextAtomic } from "../arrow/atomic.ts";
 import type { Config } from "../config/schema.ts";
 import { loadTasks, type Task } from "../data/mod.ts";
+import { checkFreeSpace } from "../fs/disk_space.ts";
 import type { Policy } from "../engine/policy.ts";
 import { openPolicy } from "../server/backend.ts";
 import { policyOptionsOf } from "../engine/policy_options.ts";
@@ -132,6 +134,8 @@ async function runStep(ctx: RunContext, step: number): Promise<void> {
     return value;
   };
   const tasks = tasksForStep(ctx.train, step, config.rollout.tasks_per_step);
+  // Room for the step's rollouts, scored and batch files, before any episode is sampled.
+  checkFreeSpace(layout.stepDir(step), 3 * rolloutFileBytes(config, tasks, "batch"));
   const out = await timed("rollout", () =>
     rollout(policy, ctx.tokenizer, tasks, {
       rollout: config.rollout,

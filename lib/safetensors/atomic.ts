@@ -6,12 +6,19 @@
  */
 
 import { dirname } from "node:path";
+import { checkFreeSpace, diskFullOr } from "../fs/disk_space.ts";
 
-/** Writes `path` atomically; `fill` writes the content into the open temporary file. */
+/**
+ * Writes `path` atomically; `fill` writes the content into the open temporary file. With `bytes` (the
+ * size `fill` will write) the free space is checked first; a full disk at any point is a DiskFullError
+ * naming `path`, the temporary file removed.
+ */
 export async function writeFileAtomic(
   path: string,
   fill: (file: Deno.FsFile) => Promise<void>,
+  bytes?: number,
 ): Promise<void> {
+  if (bytes !== undefined) checkFreeSpace(path, bytes);
   const tmp = `${path}.tmp-${Deno.pid}-${crypto.randomUUID().slice(0, 8)}`;
   const file = await Deno.open(tmp, { write: true, create: true, truncate: true });
   try {
@@ -20,7 +27,7 @@ export async function writeFileAtomic(
   } catch (e) {
     file.close();
     await Deno.remove(tmp).catch(() => {});
-    throw e;
+    throw diskFullOr(e, path, bytes ?? null);
   }
   file.close();
   await Deno.rename(tmp, path);
@@ -29,7 +36,8 @@ export async function writeFileAtomic(
 
 /** Writes a UTF-8 text file atomically. */
 export function writeTextAtomic(path: string, text: string): Promise<void> {
-  return writeFileAtomic(path, (file) => writeAll(file, new TextEncoder().encode(text)));
+  const bytes = new TextEncoder().encode(text);
+  return writeFileAtomic(path, (file) => writeAll(file, bytes), bytes.length);
 }
 
 /** Writes every byte of `bytes` (a single `write` may write fewer). */

@@ -40,13 +40,14 @@ export async function writeSafetensors(
   metadata?: Record<string, string>,
 ): Promise<void> {
   const header = encodeHeader(path, tensors, metadata);
+  const bytes = tensors.reduce((n, t) => n + tensorBytes(t), header.length);
   await writeFileAtomic(path, async (file) => {
     await writeAll(file, header);
     for (const t of tensors) {
       const values = typeof t.data === "function" ? await t.data() : t.data;
       await writeValues(file, path, t, values);
     }
-  });
+  }, bytes);
 }
 
 /** Bytes one tensor takes in the data block. */

@@ -62,7 +62,28 @@ export async function saveCheckpoint(
     };
     await writeTextAtomic(join(tmp, STATE_FILE), JSON.stringify(state, null, 2));
     await extra?.(tmp);
-  }, { kind: "adapter-dir" });
+  }, {
+    kind: "adapter-dir",
+    bytes: checkpointBytes(cfg, checkpoint.adapter.spec, checkpoint.optimizer.name, 0),
+  });
+}
+
+/** Room for the JSON files, safetensors headers and metrics.arrow beside the tensors (generous). */
+const CHECKPOINT_SLACK = 256 << 10;
+
+/**
+ * The bytes a checkpoint of `spec` on a model with `cfg` takes: the float32 adapter, AdamW's two
+ * moments (none for SGD), headers, JSON and a metrics file of `steps` rows. Known from the LoRA shape
+ * alone, so the train stage checks for room before the model loads.
+ */
+export function checkpointBytes(
+  cfg: Qwen3Config,
+  spec: LoraSpec,
+  optimizer: "adamw" | "sgd",
+  steps: number,
+): number {
+  const adapter = loraTensorSpecs(cfg, spec).reduce((n, t) => n + 4 * t.dims[0] * t.dims[1], 0);
+  return adapter * (optimizer === "adamw" ? 3 : 1) + CHECKPOINT_SLACK + 256 * steps;
 }
 
 async function writeOptimizer(path: string, c: Checkpoint, cfg: Qwen3Config): Promise<void> {
