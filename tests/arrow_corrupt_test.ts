@@ -6,11 +6,13 @@
  */
 import assert from "node:assert/strict";
 import { join } from "node:path";
+import { Table } from "apache-arrow";
 import {
   buildTable,
   type ColumnInput,
   listFromArrays,
   readStageFile,
+  StageFile,
   type StageKind,
 } from "../lib/arrow/mod.ts";
 import { assertUserError, tempDir, writeRaw } from "./fixtures/arrow_helpers.ts";
@@ -160,8 +162,17 @@ Deno.test("a buffer region outside the record batch body is refused", async () =
 Deno.test("a well-formed file of every kind still reads after validation (rows and values unchanged)", async () => {
   for (const kind of ["rollouts", "scored", "batch", "metrics", "eval", "run_metrics"] as const) {
     const path = join(await tempDir(), `${kind}.arrow`);
-    await writeRaw(path, buildTable(path, kind, sampleColumns(kind, ROWS), SAMPLE_META), kind);
+    const table = buildTable(path, kind, sampleColumns(kind, ROWS), SAMPLE_META);
+    await writeRaw(path, table, kind);
     const file = await readStageFile(path, kind);
     assert.equal(file.rows, ROWS);
+    for (const name of file.columnNames) {
+      assert.deepEqual(file.column(name), new StageFile(path, kind, table, file.metadata, "").column(name));
+    }
+    // A file with no record batch at all (other writers make those for empty tables) is 0 rows.
+    await writeRaw(path, new Table(table.schema), kind);
+    const empty = await readStageFile(path, kind);
+    assert.equal(empty.rows, 0);
+    for (const name of empty.columnNames) assert.deepEqual(empty.column(name), [], name);
   }
 });

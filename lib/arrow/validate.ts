@@ -44,6 +44,7 @@ export function validateBodies(path: string, kind: StageKind, table: Table): voi
   const decl = resolveKind(kind);
   let firstRow = 0;
   for (const batch of table.batches) {
+    if (batch.numRows === 0) continue; // nothing to read (ipc_bounds.ts checked every column's length)
     const checked = new Map<string, { decl: ColumnDecl; data: Data }>();
     table.schema.fields.forEach((field, i) => {
       const c = findColumn(decl, field.name);
@@ -69,6 +70,9 @@ function invalid(path: string, c: ColumnDecl, fault: string): UserError {
 
 /** What is structurally wrong with `d` (and its children), or null. */
 function arrayFault(d: Data, place: Place): string | null {
+  // An empty array has nothing to read (and Arrow JS's stand-in batch for a file without record
+  // batches has no buffers or children at all).
+  if (d.length === 0) return null;
   const nulls = d.nullCount;
   if (nulls !== 0) return `it has ${nulls} null values; stage files hold none`;
   const end = d.offset + d.length;
