@@ -165,7 +165,7 @@ const RULES: Record<ValueRule, { ok: (v: number) => boolean; meaning: string }> 
   prompt_length: { ok: (v) => v >= 0, meaning: "it is a number of tokens, never negative" },
 };
 
-/** A checked list or scalar column as offsets (rows + 1, from 0 for scalars) and values. */
+/** A checked numeric column: its values, and for a list its row offsets (rows + 1) into them. */
 interface Flat {
   offsets: Int32Array | null;
   values: ArrayLike<number>;
@@ -192,6 +192,7 @@ function checkValues(
   const tokens = columns.get("tokens");
   const tokenRows = tokens && flat(tokens.data).offsets;
   for (const { decl, data } of columns.values()) {
+    if (!decl.perToken && !decl.values) continue;
     const col = flat(data);
     if (decl.perToken && tokenRows && col.offsets) {
       const fault = alignmentFault(col.offsets, tokenRows, firstRow);
