@@ -157,13 +157,32 @@ function utf8Fault(d: Data, bytes: Uint8Array, place: Place): string | null {
   }
 }
 
-/** How each value rule reads and when a value satisfies it. */
-const RULES: Record<ValueRule, { ok: (v: number) => boolean; meaning: string }> = {
-  non_negative: { ok: (v) => v >= 0, meaning: "it is never negative" },
-  zero_or_one: { ok: (v) => v === 0 || v === 1, meaning: "it must be 0 or 1" },
-  finite: { ok: (v) => Number.isFinite(v), meaning: "it must be a finite number" },
-  prompt_length: { ok: (v) => v >= 0, meaning: "it is a number of tokens, never negative" },
+/** How each value rule reads in a message. */
+const MEANING: Record<ValueRule, string> = {
+  non_negative: "it is never negative",
+  zero_or_one: "it must be 0 or 1",
+  finite: "it must be a finite number",
+  prompt_length: "it is a number of tokens, never negative",
 };
+
+/**
+ * Index of the first value in `[from, to)` that breaks `rule`, or -1. One plain loop per rule: these
+ * run over every token of the file, and a call per value would double the read time.
+ */
+function firstBreaking(values: ArrayLike<number>, from: number, to: number, rule: ValueRule): number {
+  switch (rule) {
+    case "non_negative":
+    case "prompt_length":
+      for (let k = from; k < to; k++) if (!(values[k] >= 0)) return k;
+      return -1;
+    case "zero_or_one":
+      for (let k = from; k < to; k++) if (values[k] !== 0 && values[k] !== 1) return k;
+      return -1;
+    case "finite":
+      for (let k = from; k < to; k++) if (values[k] - values[k] !== 0) return k; // NaN for NaN and ±Infinity
+      return -1;
+  }
+}
 
 /** A checked numeric column: its values, and for a list its row offsets (rows + 1) into them. */
 interface Flat {
@@ -215,16 +234,11 @@ function alignmentFault(own: Int32Array, tokens: Int32Array, firstRow: number): 
 }
 
 function ruleFault(col: Flat, rule: ValueRule, firstRow: number): string | null {
-  const { ok, meaning } = RULES[rule];
   const [from, to] = col.offsets
     ? [col.offsets[0], col.offsets[col.offsets.length - 1]]
     : [0, col.values.length];
-  for (let k = from; k < to; k++) {
-    const v = col.values[k];
-    if (ok(v)) continue;
-    return `${rowOf(col, k, firstRow)} holds ${v}; ${meaning}`;
-  }
-  return null;
+  const k = firstBreaking(col.values, from, to, rule);
+  return k < 0 ? null : `${rowOf(col, k, firstRow)} holds ${col.values[k]}; ${MEANING[rule]}`;
 }
 
 /** `row r` for value index `k` (the row whose range holds it). */
