@@ -31,7 +31,7 @@ export type { Tool, ToolContext, ToolResult } from "./lib/tools/types.ts";
 export { loadTools, toolSpecs } from "./lib/tools/registry.ts";
 export { score, type ScoreOptions, type ScoreSummary } from "./stages/score.ts";
 export { mask, type MaskOptions, type MaskSummary } from "./stages/mask.ts";
-export { asStageFile, writeTable } from "./lib/score/stage_io.ts";
+export { asStageFile, writeTable } from "./lib/arrow/stage_io.ts";
 
 // Rewards (lib/score/, docs/rewards.md) and advantage estimators (lib/advantages/, docs/advantages.md).
 export type { Episode, RewardContext, RewardFn, RewardResult } from "./lib/score/types.ts";
@@ -44,7 +44,7 @@ export { evaluate } from "./stages/eval.ts";
 export { type EvalSummary, evalSummaryLine } from "./lib/eval/evaluate.ts";
 export { renderReport } from "./lib/report/mod.ts";
 export { writeReport } from "./stages/report.ts";
-export { NotImplementedError, type StageArgs } from "./lib/stage/cli.ts";
+export { NotImplementedError, type StageArgs } from "./lib/cli/cli.ts";
 
 // Configuration.
 export * from "./lib/config/mod.ts";

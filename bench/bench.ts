@@ -18,8 +18,8 @@
 
 import { join, resolve } from "node:path";
 import { loadConfig } from "../lib/config/mod.ts";
-import { parseCommandLine } from "../lib/stage/args.ts";
-import { reportFailure } from "../lib/stage/cli.ts";
+import { parseCommandLine } from "../lib/cli/args.ts";
+import { reportFailure } from "../lib/cli/cli.ts";
 import { QWEN3_06B_SHAPE_PRESET, TINY_PRESET, writeRandomQwen3 } from "../lib/model/random_model.ts";
 import { exportForTransformersJs } from "../lib/model/export.ts";
 import { engineTables, machineLines, trainTables } from "./report.ts";

@@ -13,7 +13,7 @@
 import { parseArgs } from "@std/cli";
 import { buildTable, FlatList, type MetadataInput } from "../lib/arrow/mod.ts";
 import { defaultConfig } from "../lib/config/mod.ts";
-import { writeTable } from "../lib/score/stage_io.ts";
+import { writeTable } from "../lib/arrow/stage_io.ts";
 import { score } from "../stages/score.ts";
 import { mask } from "../stages/mask.ts";
 

@@ -11,7 +11,7 @@
 import { parseArgs } from "node:util";
 import { loadPolicy } from "../lib/engine/worker_policy.ts";
 import { TINY_PRESET, writeRandomQwen3 } from "../lib/model/random_model.ts";
-import { startServer } from "../lib/server/serve.ts";
+import { startServer } from "../lib/serve/serve.ts";
 
 const { values: args } = parseArgs({
   args: Deno.args,

@@ -31,10 +31,10 @@ import { DEFAULT_MODEL_MAKER } from "../lib/model/default_model.ts";
 import { checkLoopTasks, checkRunDir, removeRun } from "../lib/run/run_dir_check.ts";
 import { runLoop } from "../lib/run/loop.ts";
 import { RunLayout } from "../lib/run/layout.ts";
-import { parseCommandLine } from "../lib/stage/args.ts";
-import { reportFailure } from "../lib/stage/cli.ts";
-import { progress } from "../lib/stage/progress.ts";
-import { stopWithParent } from "../lib/stage/lifetime.ts";
+import { parseCommandLine } from "../lib/cli/args.ts";
+import { reportFailure } from "../lib/cli/cli.ts";
+import { progress } from "../lib/cli/progress.ts";
+import { stopWithParent } from "../lib/cli/lifetime.ts";
 
 /** The demo's configuration file. */
 export const DEMO_CONFIG = new URL("../configs/demo.yaml", import.meta.url).pathname;

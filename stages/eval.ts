@@ -14,12 +14,12 @@ import type { Config } from "../lib/config/schema.ts";
 import { loadTasks, type Task } from "../lib/data/mod.ts";
 import { checkFreeSpace } from "../lib/fs/disk_space.ts";
 import { evalSummaryLine, evaluate } from "../lib/eval/evaluate.ts";
-import { openPolicy } from "../lib/server/backend.ts";
+import { openPolicy } from "../lib/serve/backend.ts";
 import { policyOptionsOf } from "../lib/engine/policy_options.ts";
 import { loadTokenizer } from "../lib/model/tokenizer.ts";
 import { requireHeldOut, splitHeldOut } from "../lib/rollout/tasks.ts";
 import { loadTools } from "../lib/tools/registry.ts";
-import { progress, runStageMain, type StageArgs } from "../lib/stage/cli.ts";
+import { progress, runStageMain, type StageArgs } from "../lib/cli/cli.ts";
 
 export { evaluate };
 

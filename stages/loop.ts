@@ -15,7 +15,7 @@
 import { writeOutputMarker } from "../lib/fs/output.ts";
 import { runLoop } from "../lib/run/loop.ts";
 import { checkLoopTasks, checkRunDir, removeRun } from "../lib/run/run_dir_check.ts";
-import { inputsOf, runStageMain, type StageArgs } from "../lib/stage/cli.ts";
+import { inputsOf, runStageMain, type StageArgs } from "../lib/cli/cli.ts";
 
 export { runLoop };
 

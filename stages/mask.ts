@@ -16,10 +16,10 @@
 import type { Table } from "apache-arrow";
 import { readStageFiles } from "../lib/arrow/merge.ts";
 import type { StageFile } from "../lib/arrow/stage_file.ts";
-import { runStageMain, type StageArgs } from "../lib/stage/cli.ts";
+import { runStageMain, type StageArgs } from "../lib/cli/cli.ts";
 import { maskColumns, type MaskOptions, type MaskSummary, maskSummaryLine } from "../lib/mask/mask_table.ts";
 import { pickEstimator } from "../lib/advantages/registry.ts";
-import { asStageFile, outputTable, writeTable } from "../lib/score/stage_io.ts";
+import { asStageFile, outputTable, writeTable } from "../lib/arrow/stage_io.ts";
 
 export type { MaskOptions, MaskSummary };
 

@@ -17,7 +17,7 @@ import { writeTextAtomic } from "../lib/arrow/atomic.ts";
 import { UserError } from "../lib/errors.ts";
 import { checkOutputPath } from "../lib/fs/output.ts";
 import { renderReport, requireRunDir } from "../lib/report/mod.ts";
-import { inputsOf, runStageMain, type StageArgs } from "../lib/stage/cli.ts";
+import { inputsOf, runStageMain, type StageArgs } from "../lib/cli/cli.ts";
 
 /** Writes the report of the run directory `run`; returns the file written (default RUN/report.html). */
 export async function writeReport(run: string | undefined, output?: string): Promise<string> {

@@ -18,7 +18,7 @@ import { writeStageFile } from "../lib/arrow/write.ts";
 import type { Config } from "../lib/config/schema.ts";
 import { loadTasks, type Task } from "../lib/data/mod.ts";
 import type { Policy } from "../lib/engine/policy.ts";
-import { openPolicy } from "../lib/server/backend.ts";
+import { openPolicy } from "../lib/serve/backend.ts";
 import { policyOptionsOf } from "../lib/engine/policy_options.ts";
 import type { ChatTokenizer } from "../lib/model/chat.ts";
 import { loadTokenizer } from "../lib/model/tokenizer.ts";
@@ -30,7 +30,7 @@ import { RolloutProgress } from "../lib/rollout/progress.ts";
 import { parseShard, type Shard, splitHeldOut, stepGroupIds, tasksForStep } from "../lib/rollout/tasks.ts";
 import { loadTools, toolSpecs } from "../lib/tools/registry.ts";
 import type { Tool } from "../lib/tools/types.ts";
-import { progress, runStageMain, type StageArgs } from "../lib/stage/cli.ts";
+import { progress, runStageMain, type StageArgs } from "../lib/cli/cli.ts";
 import { UserError } from "../lib/errors.ts";
 
 /** What `rollout` needs besides the policy: its own config section and the prompt's system message. */

@@ -15,14 +15,14 @@
 import type { Table } from "apache-arrow";
 import { readStageFiles } from "../lib/arrow/merge.ts";
 import type { StageFile } from "../lib/arrow/stage_file.ts";
-import { runStageMain, type StageArgs } from "../lib/stage/cli.ts";
+import { runStageMain, type StageArgs } from "../lib/cli/cli.ts";
 import {
   scoreColumns,
   type ScoreOptions,
   type ScoreSummary,
   scoreSummaryLine,
 } from "../lib/score/score_table.ts";
-import { asStageFile, outputTable, writeTable } from "../lib/score/stage_io.ts";
+import { asStageFile, outputTable, writeTable } from "../lib/arrow/stage_io.ts";
 
 export type { ScoreOptions, ScoreSummary };
 

@@ -6,8 +6,8 @@
  * The stage is a function (`serve`) plus a thin `main`; it runs until interrupted.
  */
 import { loadPolicy } from "../lib/engine/worker_policy.ts";
-import { checkAdapterRoot, checkExposure, startServer } from "../lib/server/serve.ts";
-import { progress, runStageMain, type StageArgs } from "../lib/stage/cli.ts";
+import { checkAdapterRoot, checkExposure, startServer } from "../lib/serve/serve.ts";
+import { progress, runStageMain, type StageArgs } from "../lib/cli/cli.ts";
 
 /** Loads the policy and serves it until the process is stopped. */
 export async function serve(args: StageArgs): Promise<void> {

@@ -31,9 +31,9 @@ import { type Adapter, initLoraWeights, type LoraSpec } from "../lib/model/lora.
 import { openModelDir } from "../lib/model/model_dir.ts";
 import { ADAPTER_CONFIG, parseAdapterConfig } from "../lib/model/peft.ts";
 import { sha256Hex } from "../lib/model/tokenizer.ts";
-import { checkAdapterDir, checkModelDir } from "../lib/stage/check.ts";
-import { runStageMain } from "../lib/stage/cli.ts";
-import { type Progress, progress as stderrProgress } from "../lib/stage/progress.ts";
+import { checkAdapterDir, checkModelDir } from "../lib/cli/check.ts";
+import { runStageMain } from "../lib/cli/cli.ts";
+import { type Progress, progress as stderrProgress } from "../lib/cli/progress.ts";
 import {
   type Checkpoint,
   checkpointBytes,

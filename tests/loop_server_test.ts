@@ -10,7 +10,7 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import { readStageFile } from "../lib/arrow/read.ts";
 import { LocalPolicy } from "../lib/engine/local_policy.ts";
-import { startServer } from "../lib/server/serve.ts";
+import { startServer } from "../lib/serve/serve.ts";
 import { makeTinyModel } from "./helpers/tiny_model.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname;

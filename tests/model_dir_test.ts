@@ -12,7 +12,7 @@ import { randomQwen3Config, randomValues, TINY_PRESET } from "../lib/model/rando
 import { loadTokenizer } from "../lib/model/tokenizer.ts";
 import { Rng, streamSeed } from "../lib/model/prng.ts";
 import { readTensor } from "../lib/safetensors/mod.ts";
-import { main as makeModelMain } from "../tools/make_model.ts";
+import { main as makeModelMain } from "../scripts/make_model.ts";
 import { makeTinyModel } from "./helpers/tiny_model.ts";
 
 let tokenizer: Promise<ChatTokenizer> | null = null;

@@ -209,7 +209,7 @@ Deno.test("a device, a FIFO or a socket as --out is refused naming what it is", 
   } finally {
     listener.close();
   }
-  assertRefused(await command("tools/make_model.ts", ["--out", "/dev/null"]), /character device/);
+  assertRefused(await command("scripts/make_model.ts", ["--out", "/dev/null"]), /character device/);
 });
 
 const readOnly = await (async () => {

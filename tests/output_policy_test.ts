@@ -98,7 +98,7 @@ async function writers(batch: string) {
       args: ["--in", batch, `--model.path=${model}`],
       hasInput: true,
     },
-    { name: "make-model", script: "tools/make_model.ts", args: [], hasInput: false },
+    { name: "make-model", script: "scripts/make_model.ts", args: [], hasInput: false },
     { name: "rollout", script: "stages/rollout.ts", args: [`--model.path=${model}`], hasInput: false },
     { name: "score", script: "stages/score.ts", args: ["--in", batch], hasInput: true },
     { name: "mask", script: "stages/mask.ts", args: ["--in", batch], hasInput: true },
@@ -128,7 +128,7 @@ Deno.test("every writing command refuses --out ., a repo root, $HOME, the input,
 
 Deno.test("the toolkit's own directory and / are refused as --out", async () => {
   for (const out of [ROOT, "/"]) {
-    const r = await run("tools/make_model.ts", ["--out", out, "--overwrite"], { cwd: "/tmp" });
+    const r = await run("scripts/make_model.ts", ["--out", out, "--overwrite"], { cwd: "/tmp" });
     assert.equal(r.code, 2, r.stderr);
     assert.match(r.stderr, /(toolkit's own directory|root directory|current directory)/);
   }
@@ -137,13 +137,13 @@ Deno.test("the toolkit's own directory and / are refused as --out", async () => 
 Deno.test("an earlier output of ours is replaced only with --overwrite, and nothing is left aside", async () => {
   const { dir } = await workspace();
   const out = join(dir, "model");
-  assert.equal((await run("tools/make_model.ts", ["--out", out], { cwd: dir })).code, 0);
+  assert.equal((await run("scripts/make_model.ts", ["--out", out], { cwd: dir })).code, 0);
   const first = await treeHash(out);
-  const again = await run("tools/make_model.ts", ["--out", out, "--seed", "1"], { cwd: dir });
+  const again = await run("scripts/make_model.ts", ["--out", out, "--seed", "1"], { cwd: dir });
   assert.equal(again.code, 2);
   assert.match(again.stderr, /pass --overwrite to replace it/);
   assert.equal(await treeHash(out), first);
-  const replaced = await run("tools/make_model.ts", ["--out", out, "--seed", "1", "--overwrite"], {
+  const replaced = await run("scripts/make_model.ts", ["--out", out, "--seed", "1", "--overwrite"], {
     cwd: dir,
   });
   assert.equal(replaced.code, 0, replaced.stderr);

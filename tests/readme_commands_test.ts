@@ -12,7 +12,7 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { loadConfig } from "../lib/config/load.ts";
-import { optionsFromArgs } from "../tools/make_model.ts";
+import { optionsFromArgs } from "../scripts/make_model.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname;
 /** Tasks whose lines are not stage command lines (the test runner, the linters, the benchmarks). */

@@ -7,7 +7,7 @@ import { score } from "../stages/score.ts";
 import { mask } from "../stages/mask.ts";
 import { defaultConfig, type ScoreConfig } from "../lib/config/mod.ts";
 import { readStageFile } from "../lib/arrow/read.ts";
-import { writeTable } from "../lib/score/stage_io.ts";
+import { writeTable } from "../lib/arrow/stage_io.ts";
 import { UserError } from "../lib/errors.ts";
 import { exactMatch, normalizeAnswer } from "../lib/score/exact_match.ts";
 import { formatStatus } from "../lib/score/format.ts";

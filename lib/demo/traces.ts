@@ -14,7 +14,7 @@ import type { Config } from "../config/schema.ts";
 import { mulberry32, randomInt } from "../data/random.ts";
 import type { Task } from "../data/task.ts";
 import type { ChatTokenizer } from "../model/chat.ts";
-import { writeTable } from "../score/stage_io.ts";
+import { writeTable } from "../arrow/stage_io.ts";
 import type { Tool } from "../tools/types.ts";
 import { rollout } from "../../stages/rollout.ts";
 import { score } from "../../stages/score.ts";

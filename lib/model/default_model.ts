@@ -7,7 +7,7 @@
  * checked as a model.
  *
  * The stages ask `defaultModelMissing` while checking their arguments and call `ensureDefaultModel` only
- * after every check passed, so a refused command writes nothing (lib/stage/cli.ts).
+ * after every check passed, so a refused command writes nothing (lib/cli/cli.ts).
  *
  * @module
  */

@@ -2,7 +2,7 @@
  * Headless Chromium over the DevTools protocol, with Deno's own WebSocket (no npm dependency): open
  * a page, collect its console errors, uncaught exceptions and browser-log errors (CSP violations,
  * failed loads), evaluate expressions, take a full-page screenshot. Used by the report's browser test
- * and `tools/screenshot.ts`.
+ * and `scripts/screenshot.ts`.
  *
  * Chromium runs with a fresh profile in a temporary folder, no sandbox (containers lack the user
  * namespaces it needs), no GPU and no background networking, and is killed on `close()`.

@@ -10,7 +10,7 @@ import { UserError } from "../errors.ts";
 
 /**
  * Takes the lock at `path`; returns its release function. The lock is also released when the process
- * exits through `Deno.exit` (Ctrl-C, SIGTERM, a vanished parent: lib/stage/lifetime.ts), which
+ * exits through `Deno.exit` (Ctrl-C, SIGTERM, a vanished parent: lib/cli/lifetime.ts), which
  * dispatches the `unload` event; only SIGKILL leaves it behind (taken over as stale, above).
  */
 export async function acquireRunLock(path: string): Promise<() => Promise<void>> {

@@ -1,5 +1,5 @@
 /**
- * `deno run -A tools/screenshot.ts RUN_OR_HTML OUT.png [--width 1280]`: a full-page PNG of a run's
+ * `deno run -A scripts/screenshot.ts RUN_OR_HTML OUT.png [--width 1280]`: a full-page PNG of a run's
  * report in headless Chromium (Debian's /usr/bin/chromium, or $CHROMIUM). RUN_OR_HTML is a run
  * directory (its report is rendered first, into a temporary file) or an HTML file. Fails, listing
  * them, when the page logs errors.
@@ -21,7 +21,7 @@ if (import.meta.main) {
   const args = parseArgs(Deno.args, { string: ["width"] });
   const [target, out] = args.positionals;
   if (!target || !out) {
-    console.error("usage: deno run -A tools/screenshot.ts RUN_OR_HTML OUT.png [--width 1280]");
+    console.error("usage: deno run -A scripts/screenshot.ts RUN_OR_HTML OUT.png [--width 1280]");
     Deno.exit(2);
   }
   const browser = await Chromium.launch(Deno.env.get("CHROMIUM") ?? DEFAULT_CHROMIUM);

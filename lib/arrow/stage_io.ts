@@ -7,12 +7,12 @@
  */
 
 import type { Table } from "apache-arrow";
-import { appendColumns, inheritMetadata } from "../arrow/append.ts";
-import type { ColumnInput } from "../arrow/build.ts";
-import type { StageKind } from "../arrow/kinds.ts";
-import { decodeMetadata, type MetadataInput } from "../arrow/metadata.ts";
-import { StageFile } from "../arrow/stage_file.ts";
-import { buildTable, type WriteResult, writeStageFile } from "../arrow/write.ts";
+import { appendColumns, inheritMetadata } from "./append.ts";
+import type { ColumnInput } from "./build.ts";
+import type { StageKind } from "./kinds.ts";
+import { decodeMetadata, type MetadataInput } from "./metadata.ts";
+import { StageFile } from "./stage_file.ts";
+import { buildTable, type WriteResult, writeStageFile } from "./write.ts";
 
 /** Where an in-memory table "comes from" in error messages. */
 export const IN_MEMORY = "(in-memory table)";
