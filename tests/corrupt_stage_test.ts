@@ -10,8 +10,8 @@ import { dirname, join } from "node:path";
 import { buildTable, listFromArrays, writeStageFile } from "../lib/arrow/mod.ts";
 import { loadConfig } from "../lib/config/mod.ts";
 import { UserError } from "../lib/errors.ts";
-import { asStageFile } from "../lib/score/stage_io.ts";
-import { Progress } from "../lib/stage/progress.ts";
+import { asStageFile } from "../lib/arrow/stage_io.ts";
+import { Progress } from "../lib/cli/progress.ts";
 import { train, trainOptionsOf } from "../stages/train.ts";
 import {
   columnLayout,
