@@ -26,7 +26,7 @@ interface Run {
 
 async function runStage(stage: string, args: string[]): Promise<Run> {
   const script = stage === "make-model"
-    ? join(ROOT, "tools", "make_model.ts")
+    ? join(ROOT, "scripts", "make_model.ts")
     : join(ROOT, "stages", `${stage}.ts`);
   const command = new Deno.Command(Deno.execPath(), {
     args: ["run", "-A", "--quiet", script, ...args],
