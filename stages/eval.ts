@@ -14,7 +14,7 @@ import type { Config } from "../lib/config/schema.ts";
 import { loadTasks, type Task } from "../lib/data/mod.ts";
 import { checkFreeSpace } from "../lib/fs/disk_space.ts";
 import { evalSummaryLine, evaluate } from "../lib/eval/evaluate.ts";
-import { openPolicy } from "../lib/serve/backend.ts";
+import { openPolicy } from "../lib/engine/open_policy.ts";
 import { policyOptionsOf } from "../lib/engine/policy_options.ts";
 import { loadTokenizer } from "../lib/model/tokenizer.ts";
 import { requireHeldOut, splitHeldOut } from "../lib/rollout/tasks.ts";

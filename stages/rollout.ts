@@ -18,7 +18,7 @@ import { writeStageFile } from "../lib/arrow/write.ts";
 import type { Config } from "../lib/config/schema.ts";
 import { loadTasks, type Task } from "../lib/data/mod.ts";
 import type { Policy } from "../lib/engine/policy.ts";
-import { openPolicy } from "../lib/serve/backend.ts";
+import { openPolicy } from "../lib/engine/open_policy.ts";
 import { policyOptionsOf } from "../lib/engine/policy_options.ts";
 import type { ChatTokenizer } from "../lib/model/chat.ts";
 import { loadTokenizer } from "../lib/model/tokenizer.ts";

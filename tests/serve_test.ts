@@ -10,7 +10,7 @@ import type { Policy } from "../lib/engine/policy.ts";
 import { writePeftAdapter } from "../lib/model/peft.ts";
 import { UserError } from "../lib/errors.ts";
 import { type RunningServer, startServer } from "../lib/serve/serve.ts";
-import { ServerPolicy } from "../lib/serve/server_policy.ts";
+import { ServerPolicy } from "../lib/engine/remote/server_policy.ts";
 import { assistantMessage } from "../lib/serve/routes_chat.ts";
 import { loadPolicy } from "../lib/engine/worker_policy.ts";
 import { decodeStepsReached, isAbort } from "./helpers/decode_steps.ts";

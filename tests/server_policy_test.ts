@@ -4,10 +4,10 @@
  * log-prob semantics check). Against our own engine over HTTP: tests/serve_test.ts.
  */
 import nodeAssert from "node:assert/strict";
-import { ServerClient, ServerError } from "../lib/serve/http.ts";
-import { parseModels, parsePromptLogprobs, parseTurn } from "../lib/serve/vllm.ts";
-import { parseSglangPromptLogprobs, parseSglangTurn } from "../lib/serve/sglang.ts";
-import { ServerPolicy } from "../lib/serve/server_policy.ts";
+import { ServerClient, ServerError } from "../lib/engine/remote/http.ts";
+import { parseModels, parsePromptLogprobs, parseTurn } from "../lib/engine/remote/vllm.ts";
+import { parseSglangPromptLogprobs, parseSglangTurn } from "../lib/engine/remote/sglang.ts";
+import { ServerPolicy } from "../lib/engine/remote/server_policy.ts";
 import { UserError } from "../lib/errors.ts";
 import { makeTinyModel } from "./helpers/tiny_model.ts";
 import * as fx from "./fixtures/vllm_responses.ts";

@@ -22,7 +22,7 @@ import type { Config } from "../config/schema.ts";
 import { loadTasks, type Task } from "../data/mod.ts";
 import { checkFreeSpace } from "../fs/disk_space.ts";
 import type { Policy } from "../engine/policy.ts";
-import { openPolicy } from "../serve/backend.ts";
+import { openPolicy } from "../engine/open_policy.ts";
 import { policyOptionsOf } from "../engine/policy_options.ts";
 import type { ChatTokenizer } from "../model/chat.ts";
 import { loadTokenizer } from "../model/tokenizer.ts";

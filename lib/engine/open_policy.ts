@@ -7,9 +7,9 @@
  */
 
 import type { Config } from "../config/schema.ts";
-import type { Policy } from "../engine/policy.ts";
-import { loadPolicy, type LoadPolicyOptions } from "../engine/worker_policy.ts";
-import { ServerPolicy } from "./server_policy.ts";
+import type { Policy } from "./policy.ts";
+import { loadPolicy, type LoadPolicyOptions } from "./worker_policy.ts";
+import { ServerPolicy } from "./remote/server_policy.ts";
 
 /** Opens the policy of `model` (its path, adapter, backend and servers); `local` takes `options`. */
 export async function openPolicy(model: Config["model"], options: LoadPolicyOptions = {}): Promise<Policy> {

@@ -6,7 +6,7 @@
  * @module
  */
 
-import { UserError } from "../errors.ts";
+import { UserError } from "../../errors.ts";
 
 /** How a client talks to its server. */
 export interface ClientOptions {

@@ -5,7 +5,7 @@
  * @module
  */
 
-import type { GenerateOptions, Generation } from "../engine/policy.ts";
+import type { GenerateOptions, Generation } from "../policy.ts";
 import type { ServerClient } from "./http.ts";
 
 /** One turn of one sequence: every token so far, sent whole (the server's prefix cache reuses them). */

@@ -18,8 +18,8 @@
  * @module
  */
 
-import { UserError } from "../errors.ts";
-import type { Policy } from "../engine/policy.ts";
+import { UserError } from "../../errors.ts";
+import type { Policy } from "../policy.ts";
 
 /** Temperature of the check: far enough from 1 that log-probs differ visibly. */
 const CHECK_TEMPERATURE = 2;

@@ -16,12 +16,12 @@
  * @module
  */
 
-import { abortError } from "../engine/abort.ts";
-import { checkTokens } from "../engine/local_policy.ts";
-import type { Qwen3Config } from "../model/hf_config.ts";
-import { readQwen3Config } from "../model/hf_config.ts";
-import type { Adapter } from "../model/lora.ts";
-import { UserError } from "../errors.ts";
+import { abortError } from "../abort.ts";
+import { checkTokens } from "../local_policy.ts";
+import type { Qwen3Config } from "../../model/hf_config.ts";
+import { readQwen3Config } from "../../model/hf_config.ts";
+import type { Adapter } from "../../model/lora.ts";
+import { UserError } from "../../errors.ts";
 import type {
   BatchOptions,
   BatchStats,
@@ -32,7 +32,7 @@ import type {
   Policy,
   PolicySequence,
   SequenceOptions,
-} from "../engine/policy.ts";
+} from "../policy.ts";
 import { ServerClient } from "./http.ts";
 import { checkLogprobSemantics, type LogprobCheck } from "./logprob_check.ts";
 import type { ServerDialect } from "./protocol.ts";

@@ -12,7 +12,7 @@
  * @module
  */
 
-import type { Generation } from "../engine/policy.ts";
+import type { Generation } from "../policy.ts";
 import type { ServerClient } from "./http.ts";
 import {
   badAnswer,

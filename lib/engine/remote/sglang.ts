@@ -7,7 +7,7 @@
  * @module
  */
 
-import type { Generation } from "../engine/policy.ts";
+import type { Generation } from "../policy.ts";
 import type { ServerClient } from "./http.ts";
 import { badAnswer, type ScoreRequest, type ServerDialect, type TurnRequest, unclamp } from "./protocol.ts";
 import { parseModels } from "./vllm.ts";

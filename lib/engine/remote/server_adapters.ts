@@ -12,10 +12,10 @@
  */
 
 import { join, resolve } from "node:path";
-import { adapterHash } from "../engine/local_policy.ts";
-import type { Qwen3Config } from "../model/hf_config.ts";
-import type { Adapter } from "../model/lora.ts";
-import { readPeftAdapter, writePeftAdapter } from "../model/peft.ts";
+import { adapterHash } from "../local_policy.ts";
+import type { Qwen3Config } from "../../model/hf_config.ts";
+import type { Adapter } from "../../model/lora.ts";
+import { readPeftAdapter, writePeftAdapter } from "../../model/peft.ts";
 import { type ServerClient, ServerError } from "./http.ts";
 import type { ServerDialect } from "./protocol.ts";
 
