@@ -13,7 +13,7 @@
  * @module
  */
 import { join } from "node:path";
-import { writeTextAtomic } from "../lib/arrow/atomic.ts";
+import { writeTextAtomic } from "../lib/fs/atomic.ts";
 import { UserError } from "../lib/errors.ts";
 import { checkOutputPath } from "../lib/fs/output.ts";
 import { renderReport, requireRunDir } from "../lib/report/mod.ts";

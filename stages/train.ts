@@ -23,14 +23,14 @@ import type { StageFile } from "../lib/arrow/stage_file.ts";
 import { writeStageFile } from "../lib/arrow/write.ts";
 import type { Config, ModelConfig, TrainConfig } from "../lib/config/schema.ts";
 import { UserError } from "../lib/errors.ts";
-import { adapterHash } from "../lib/engine/local_policy.ts";
+import { adapterId } from "../lib/model/adapter_id.ts";
 import { checkFreeSpace } from "../lib/fs/disk_space.ts";
 import { checkOutputPath } from "../lib/fs/output.ts";
 import { readQwen3Config } from "../lib/model/hf_config.ts";
 import { type Adapter, initLoraWeights, type LoraSpec } from "../lib/model/lora.ts";
 import { openModelDir } from "../lib/model/model_dir.ts";
 import { ADAPTER_CONFIG, parseAdapterConfig } from "../lib/model/peft.ts";
-import { sha256Hex } from "../lib/model/tokenizer.ts";
+import { sha256Hex } from "../lib/fs/sha256.ts";
 import { checkAdapterDir, checkModelDir } from "../lib/cli/check.ts";
 import { runStageMain } from "../lib/cli/cli.ts";
 import { type Progress, progress as stderrProgress } from "../lib/cli/progress.ts";
@@ -156,7 +156,7 @@ export async function train(batch: StageFile, options: TrainOptions): Promise<Tr
     }`,
   );
   const writing = log.start("train: writing the checkpoint");
-  const adapterId = `lora:${(await adapterHash(start.adapter, model.config)).slice(0, 16)}`;
+  const id = await adapterId(start.adapter, model.config);
   const out = resolve(options.out);
   await saveCheckpoint(
     out,
@@ -168,12 +168,12 @@ export async function train(batch: StageFile, options: TrainOptions): Promise<Tr
         config_hash: options.configHash,
         input_hashes: { batch: batch.sha256 },
         model: model.dir,
-        adapter: adapterId,
+        adapter: id,
         seed: c.seed,
       }),
   );
   writing.done(out);
-  return { out, metrics, adapterId };
+  return { out, metrics, adapterId: id };
 }
 
 /** One optimizer step's numbers, as its progress line shows them after `train: steps k/n`. */

@@ -16,12 +16,12 @@ import {
   listFromArrays,
   manifestPath,
   readStageFile,
-  sha256Hex,
   STAGE_KINDS,
   StageFile,
   type StageKind,
   writeStageFile,
 } from "../lib/arrow/mod.ts";
+import { sha256Hex } from "../lib/fs/sha256.ts";
 import {
   assertUserError,
   editedTable,

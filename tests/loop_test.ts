@@ -13,7 +13,7 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { readStageFile } from "../lib/arrow/read.ts";
-import { sha256Hex } from "../lib/model/tokenizer.ts";
+import { sha256Hex } from "../lib/fs/sha256.ts";
 import { makeTinyModel } from "./helpers/tiny_model.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname;

@@ -9,7 +9,7 @@
 import assert from "node:assert/strict";
 import { join, relative } from "node:path";
 import { readStageFile, writeStageFile } from "../lib/arrow/mod.ts";
-import { sha256Hex } from "../lib/arrow/manifest.ts";
+import { sha256Hex } from "../lib/fs/sha256.ts";
 import { UserError } from "../lib/errors.ts";
 import { writeDirAtomic } from "../lib/fs/atomic_dir.ts";
 import { checkOutputPath, OUTPUT_MARKER } from "../lib/fs/output.ts";

@@ -7,7 +7,7 @@
  * Without bubblewrap these tests are skipped locally and fail in CI (`CI` set).
  */
 import assert from "node:assert/strict";
-import { sha256Hex } from "../lib/arrow/manifest.ts";
+import { sha256Hex } from "../lib/fs/sha256.ts";
 import { openSandbox, type Sandbox, SandboxUnavailableError } from "../lib/tools/sandbox.ts";
 import { cachedBinary, reachableByAnyone } from "../lib/tools/sandbox_binary.ts";
 import { findExecutable, SANDBOX_HOME } from "../lib/tools/sandbox_command.ts";

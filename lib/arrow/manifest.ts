@@ -8,7 +8,7 @@
  */
 
 import { UserError } from "../errors.ts";
-import { writeTextAtomic } from "./atomic.ts";
+import { writeTextAtomic } from "../fs/atomic.ts";
 
 /** The manifest of a stage file. */
 export interface Manifest {
@@ -23,12 +23,6 @@ export interface Manifest {
 /** The manifest path of a stage file. */
 export function manifestPath(path: string): string {
   return `${path}.manifest.json`;
-}
-
-/** Hex sha256 of `bytes`. */
-export async function sha256Hex(bytes: Uint8Array): Promise<string> {
-  const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", bytes as Uint8Array<ArrayBuffer>));
-  return Array.from(digest, (b) => b.toString(16).padStart(2, "0")).join("");
 }
 
 /** Writes the manifest of `path` atomically. */

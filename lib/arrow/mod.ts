@@ -35,7 +35,8 @@ export {
   type StageName,
   TOOL_CALL_TYPE,
 } from "./kinds.ts";
-export { type Manifest, manifestPath, sha256Hex } from "./manifest.ts";
+export { type Manifest, manifestPath } from "./manifest.ts";
+export { sha256Hex } from "../fs/sha256.ts";
 export { METADATA_KEYS, type MetadataInput, type StageMetadata, TOOLKIT_VERSION } from "./metadata.ts";
 export { type ReadOptions, readStageFile } from "./read.ts";
 export { StageFile } from "./stage_file.ts";

@@ -13,7 +13,8 @@
 import { type Table, tableFromIPC } from "apache-arrow";
 import { UserError } from "../errors.ts";
 import { findColumn, FORMAT_VERSION, KINDS, rerunHint, resolveKind, type StageKind } from "./kinds.ts";
-import { type Manifest, readManifest, sha256Hex } from "./manifest.ts";
+import { type Manifest, readManifest } from "./manifest.ts";
+import { sha256Hex } from "../fs/sha256.ts";
 import { decodeMetadata } from "./metadata.ts";
 import { StageFile } from "./stage_file.ts";
 import { sameType, typeName } from "./types.ts";

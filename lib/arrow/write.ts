@@ -10,7 +10,7 @@
  * never a mismatched pair. Whether `path` may be replaced at all is `checkOutputPath`'s decision.
  *
  * Free space is checked before the temporary files are created (the bytes are known by then,
- * lib/arrow/atomic.ts); a disk that fills anyway is a one-line DiskFullError naming `path`, the
+ * lib/fs/atomic.ts); a disk that fills anyway is a one-line DiskFullError naming `path`, the
  * temporary files removed and the previous pair intact (lib/fs/disk_space.ts).
  *
  * @module
@@ -20,7 +20,7 @@ import { type Data, Field, makeData, RecordBatch, Schema, Struct, Table, tableTo
 import { UserError } from "../errors.ts";
 import { diskFullOr } from "../fs/disk_space.ts";
 import { replaceFileWithManifest, replacementTag } from "../fs/replace.ts";
-import { writeBytesAtomic } from "./atomic.ts";
+import { writeBytesAtomic } from "../fs/atomic.ts";
 import { type ColumnInput, toData } from "./build.ts";
 import {
   type ColumnDecl,
@@ -30,7 +30,8 @@ import {
   resolveKind,
   type StageKind,
 } from "./kinds.ts";
-import { manifestPath, sha256Hex, writeManifest } from "./manifest.ts";
+import { manifestPath, writeManifest } from "./manifest.ts";
+import { sha256Hex } from "../fs/sha256.ts";
 import { encodeMetadata, type MetadataInput } from "./metadata.ts";
 
 /** Room for the manifest (a few hundred bytes) and the file system's rounding, in a disk-full message. */

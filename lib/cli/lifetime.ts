@@ -4,7 +4,7 @@
  * a SIGKILL of that wrapper cannot be caught or forwarded, so without this the child would run on alone,
  * holding its run lock. Both stop the stage as Ctrl-C does: one line on stderr, exit (143 for SIGTERM,
  * 129 for a vanished parent), outputs untouched (every file is written to a temporary name and renamed,
- * lib/arrow/atomic.ts), and the run lock released (lib/run/lock.ts releases it on exit).
+ * lib/fs/atomic.ts), and the run lock released (lib/run/lock.ts releases it on exit).
  *
  * The parent is watched by polling `Deno.ppid` (every half second, on a timer that never keeps the
  * process alive): a child whose parent died is re-parented, so its parent pid changes. Linux's

@@ -22,7 +22,7 @@ import type { Config } from "../config/schema.ts";
 import { shuffled } from "../data/random.ts";
 import { initLoraWeights, type LoraSpec } from "../model/lora.ts";
 import { openModelDir } from "../model/model_dir.ts";
-import { sha256Hex } from "../model/tokenizer.ts";
+import { sha256Hex } from "../fs/sha256.ts";
 import type { TrainEpisode } from "../train/batch.ts";
 import { saveCheckpoint } from "../train/checkpoint.ts";
 import { episodesOf } from "../train/episodes.ts";

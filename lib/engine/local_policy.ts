@@ -11,9 +11,9 @@
 import { openModelDir } from "../model/model_dir.ts";
 import type { ModelDir } from "../model/model_dir.ts";
 import type { Qwen3Config } from "../model/hf_config.ts";
-import { type Adapter, loraScale, loraTensorSpecs, sameLoraShape } from "../model/lora.ts";
+import { type Adapter, loraScale, sameLoraShape } from "../model/lora.ts";
 import { readPeftAdapter } from "../model/peft.ts";
-import { sha256Hex } from "../model/tokenizer.ts";
+import { adapterId } from "../model/adapter_id.ts";
 import { abortError } from "./abort.ts";
 import { InferenceEngine } from "./engine.ts";
 import { type BatchStats, type GenerateOptions, type Generation, GenerationBatch } from "./generate.ts";
@@ -211,7 +211,7 @@ export class LocalPolicy implements Policy {
     }
     this.#engine.setLoraWeights(next?.weights ?? null, next ? loraScale(next.spec) : 0);
     this.#adapter = next;
-    this.#adapterId = next ? `lora:${(await adapterHash(next, this.config)).slice(0, 16)}` : "base";
+    this.#adapterId = await adapterId(next, this.config);
   }
 
   /** The adapter currently applied (null: the base model). */
@@ -222,22 +222,6 @@ export class LocalPolicy implements Policy {
   async close(): Promise<void> {
     await this.#engine.close();
   }
-}
-
-/** sha256 of an adapter's spec and tensors, in PEFT order. */
-export async function adapterHash(adapter: Adapter, cfg: Qwen3Config): Promise<string> {
-  const specs = loraTensorSpecs(cfg, adapter.spec);
-  const head = new TextEncoder().encode(JSON.stringify(adapter.spec));
-  const size = specs.reduce((n, t) => n + 4 * t.dims[0] * t.dims[1], head.length);
-  const bytes = new Uint8Array(size);
-  bytes.set(head, 0);
-  let at = head.length;
-  for (const t of specs) {
-    const data = adapter.weights.get(t.key)!;
-    bytes.set(new Uint8Array(data.buffer, data.byteOffset, data.byteLength), at);
-    at += data.byteLength;
-  }
-  return await sha256Hex(bytes);
 }
 
 /** Throws a RangeError naming sequence `i` unless every token is an id of the vocabulary. */

@@ -10,7 +10,7 @@
  */
 
 import { UserError } from "../errors.ts";
-import { writeAll } from "../safetensors/atomic.ts";
+import { writeAll } from "../fs/atomic.ts";
 import { readTensor } from "../safetensors/mod.ts";
 import type { Qwen3Config } from "./hf_config.ts";
 import { linearPath, linearShape, type ModelDir, QWEN3_LINEARS, qwen3Weights } from "./model_dir.ts";

@@ -12,7 +12,7 @@ import { join, resolve } from "node:path";
 import { UserError } from "../errors.ts";
 import { readTextIfExists } from "../fs/read.ts";
 import { ChatTokenizer, type HfTokenizer } from "./chat.ts";
-import { sha256Hex } from "../arrow/manifest.ts";
+import { sha256Hex } from "../fs/sha256.ts";
 
 /** File names of the tokenizer in a Hugging Face model directory. */
 export const TOKENIZER_FILES = ["tokenizer.json", "tokenizer_config.json"] as const;
@@ -70,6 +70,3 @@ async function requireFiles(dir: string): Promise<void> {
     }
   }
 }
-
-/** The one sha256 helper (lib/arrow/manifest.ts), re-exported where tokenizer hashes are made. */
-export { sha256Hex };

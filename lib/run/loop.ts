@@ -17,7 +17,7 @@ import { dirname } from "node:path";
 import { rolloutFileBytes } from "../arrow/estimate.ts";
 import { readStageFile } from "../arrow/read.ts";
 import { writeStageFile } from "../arrow/write.ts";
-import { writeTextAtomic } from "../arrow/atomic.ts";
+import { writeTextAtomic } from "../fs/atomic.ts";
 import type { Config } from "../config/schema.ts";
 import { loadTasks, type Task } from "../data/mod.ts";
 import { checkFreeSpace } from "../fs/disk_space.ts";

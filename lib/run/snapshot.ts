@@ -9,10 +9,10 @@
 
 import { join } from "node:path";
 import { parse, stringify } from "@std/yaml";
-import { writeTextAtomic } from "../arrow/atomic.ts";
+import { writeTextAtomic } from "../fs/atomic.ts";
 import type { Config } from "../config/schema.ts";
 import { UserError } from "../errors.ts";
-import { sha256Hex } from "../model/tokenizer.ts";
+import { sha256Hex } from "../fs/sha256.ts";
 import type { RunLayout } from "./layout.ts";
 
 /** What must not change across a resume, as recorded in the snapshot's `identity` section. */

@@ -9,4 +9,4 @@ export * from "./header.ts";
 export * from "./read.ts";
 export * from "./write.ts";
 export * from "./sharded.ts";
-export { writeFileAtomic, writeTextAtomic } from "./atomic.ts";
+export { writeFileAtomic, writeTextAtomic } from "../fs/atomic.ts";

@@ -7,7 +7,7 @@
 
 import { join, resolve } from "node:path";
 import { UserError } from "../errors.ts";
-import { writeTextAtomic } from "./atomic.ts";
+import { writeTextAtomic } from "../fs/atomic.ts";
 import { readHeader, type SafetensorsHeader, type TensorInfo } from "./header.ts";
 import { tensorBytes, type TensorToWrite, writeSafetensors } from "./write.ts";
 

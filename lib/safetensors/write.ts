@@ -15,7 +15,7 @@ import {
   WRITABLE_DTYPES,
   type WritableDType,
 } from "./dtypes.ts";
-import { writeAll, writeFileAtomic } from "./atomic.ts";
+import { writeAll, writeFileAtomic } from "../fs/atomic.ts";
 
 /** One tensor to write. */
 export interface TensorToWrite {
@@ -47,7 +47,7 @@ export async function writeSafetensors(
       const values = typeof t.data === "function" ? await t.data() : t.data;
       await writeValues(file, path, t, values);
     }
-  }, bytes);
+  }, { bytes });
 }
 
 /** Bytes one tensor takes in the data block. */

@@ -10,7 +10,7 @@
 
 import assert from "node:assert/strict";
 import { join, relative } from "node:path";
-import { sha256Hex } from "../../lib/arrow/manifest.ts";
+import { sha256Hex } from "../../lib/fs/sha256.ts";
 
 /** The repository root. */
 export const ROOT = new URL("../..", import.meta.url).pathname.replace(/\/$/, "");

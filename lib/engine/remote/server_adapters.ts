@@ -12,7 +12,7 @@
  */
 
 import { join, resolve } from "node:path";
-import { adapterHash } from "../local_policy.ts";
+import { adapterHash, adapterIdOfHash } from "../../model/adapter_id.ts";
 import type { Qwen3Config } from "../../model/hf_config.ts";
 import type { Adapter } from "../../model/lora.ts";
 import { readPeftAdapter, writePeftAdapter } from "../../model/peft.ts";
@@ -93,7 +93,7 @@ export class ServerAdapters {
       const path = await this.#serverPath(adapter, tensors, name);
       await Promise.all(this.#clients.map((c) => this.#load(c, name, path)));
       this.#current = name;
-      this.#id = `lora:${hash.slice(0, 16)}`;
+      this.#id = adapterIdOfHash(hash);
     }
     if (previous && previous !== this.#current) {
       this.#retired.add(previous);
