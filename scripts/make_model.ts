@@ -12,7 +12,7 @@ import { writeDirAtomic } from "../lib/fs/atomic_dir.ts";
 import { checkOutputPath } from "../lib/fs/output.ts";
 import { QWEN3_TOKENIZER_SIZE } from "../lib/model/bundled_tokenizer.ts";
 import { parseCommandLine } from "../lib/cli/args.ts";
-import { progress } from "../lib/cli/progress.ts";
+import { progress } from "../lib/progress.ts";
 import {
   QWEN3_06B_SHAPE_PRESET,
   type RandomQwen3Options,

@@ -33,7 +33,7 @@ import { runLoop } from "../lib/run/loop.ts";
 import { RunLayout } from "../lib/run/layout.ts";
 import { parseCommandLine } from "../lib/cli/args.ts";
 import { reportFailure } from "../lib/cli/cli.ts";
-import { progress } from "../lib/cli/progress.ts";
+import { progress } from "../lib/progress.ts";
 import { stopWithParent } from "../lib/cli/lifetime.ts";
 
 /** The demo's configuration file. */

@@ -33,7 +33,7 @@ import { ADAPTER_CONFIG, parseAdapterConfig } from "../lib/model/peft.ts";
 import { sha256Hex } from "../lib/fs/sha256.ts";
 import { checkAdapterDir, checkModelDir } from "../lib/cli/check.ts";
 import { runStageMain } from "../lib/cli/cli.ts";
-import { type Progress, progress as stderrProgress } from "../lib/cli/progress.ts";
+import { type Progress, progress as stderrProgress } from "../lib/progress.ts";
 import {
   type Checkpoint,
   checkpointBytes,

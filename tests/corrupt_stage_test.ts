@@ -11,7 +11,7 @@ import { buildTable, listFromArrays, writeStageFile } from "../lib/arrow/mod.ts"
 import { loadConfig } from "../lib/config/mod.ts";
 import { UserError } from "../lib/errors.ts";
 import { asStageFile } from "../lib/arrow/stage_io.ts";
-import { Progress } from "../lib/cli/progress.ts";
+import { Progress } from "../lib/progress.ts";
 import { train, trainOptionsOf } from "../stages/train.ts";
 import {
   columnLayout,

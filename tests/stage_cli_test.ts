@@ -3,13 +3,13 @@
  * paths, stray arguments, the demo's command line, and stages whose body a later issue writes (exit 2,
  * nothing written). Every user mistake is one line on stderr and exit 2, found before any model loads
  * (the train stage's first progress line, "train: loading the model", never appears). Also the
- * progress reporter (lib/cli/progress.ts).
+ * progress reporter (lib/progress.ts).
  */
 
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { writeStageFile } from "../lib/arrow/mod.ts";
-import { Progress } from "../lib/cli/progress.ts";
+import { Progress } from "../lib/progress.ts";
 import { SAMPLE_META, sampleColumns } from "./fixtures/arrow_samples.ts";
 import { makeTinyModel } from "./helpers/tiny_model.ts";
 import { loadConfig } from "../lib/config/mod.ts";

@@ -14,7 +14,7 @@ import { train, trainOptionsOf } from "../stages/train.ts";
 import { makeTinyModel } from "./helpers/tiny_model.ts";
 import { SAMPLE_META, sampleColumns } from "./fixtures/arrow_samples.ts";
 import { mulberry32 } from "./reference/weights.ts";
-import { Progress } from "../lib/cli/progress.ts";
+import { Progress } from "../lib/progress.ts";
 
 const VOCAB = 512;
 

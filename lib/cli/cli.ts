@@ -39,11 +39,11 @@ import { expandPaths } from "../fs/glob.ts";
 import { parseCommandLine } from "./args.ts";
 import { checkAdapterDir, checkDistinctInputs, checkInputFile, checkModelDir } from "./check.ts";
 import { defaultModelMissing, ensureDefaultModel } from "../model/default_model.ts";
-import { progress } from "./progress.ts";
+import { progress } from "../progress.ts";
 import { stopWithParent } from "./lifetime.ts";
 
 export { checkOutputPath, type OutputSpec } from "../fs/output.ts";
-export { progress } from "./progress.ts";
+export { progress } from "../progress.ts";
 
 export interface StageArgs {
   /** Resolved, validated configuration (file plus overrides). */

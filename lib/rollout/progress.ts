@@ -5,7 +5,7 @@
  * @module
  */
 
-import { progress, type ProgressTask } from "../cli/progress.ts";
+import { progress, type ProgressTask } from "../progress.ts";
 import type { Episode } from "./rollout.ts";
 
 const NOTE_INTERVAL_MS = 1000;

@@ -31,7 +31,7 @@ import { loadTools } from "../tools/registry.ts";
 import type { Tool } from "../tools/types.ts";
 import { evalSummaryLine, evaluate } from "../eval/evaluate.ts";
 import { writeTable } from "../arrow/stage_io.ts";
-import { progress } from "../cli/progress.ts";
+import { progress } from "../progress.ts";
 import { rollout, rolloutMetadata } from "../../stages/rollout.ts";
 import { score } from "../../stages/score.ts";
 import { mask } from "../../stages/mask.ts";
