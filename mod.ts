@@ -1,22 +1,57 @@
 /**
  * deno-rl: GRPO for Qwen3 tool use, in TypeScript on Deno.
  *
- * The public API for notebooks and scripts. Each stage script (`stages/*.ts`) is a pure function
- * exported here plus a thin command-line `main`; the library pieces the stages stand on are exported
- * beside them.
+ * The public API for notebooks and scripts: the pipeline's stage functions and the Session they share
+ * (the stage scripts in `stages/*.ts` are only their command lines), and the library pieces the stages
+ * stand on.
  *
  * ```ts
- * import { loadConfig, loadTasks, readStageFile } from "./mod.ts";
- * const { config } = await loadConfig();
- * const tasks = await loadTasks(config.data);
- * const scored = await readStageFile("runs/x/scored.arrow", "scored");
+ * import { loadConfig, mask, openSession, readStageFile, rollout, score, train } from "./mod.ts";
+ * const { config, hash } = await loadConfig();
+ * const session = openSession(config, hash); // opens the model, tools and trainer when first asked
+ * const tasks = (await session.tasks()).train.slice(0, 4);
+ * const rolled = await rollout(session, tasks, { step: 1 }); // rolled.table: the rollouts columns
+ * const batch = mask(session, await score(session, rolled, { step: 1 }), { step: 1 });
+ * const trained = await train(session, batch, { step: 1 }); // the adapter changed in memory
+ * await session.close();
+ * const earlier = await readStageFile("runs/x/scored.arrow", "scored");
  * ```
  *
  * @module
  */
 
-// Stages.
-export { rollout, rolloutMetadata, type RolloutOutput, type RolloutStageOptions } from "./stages/rollout.ts";
+// The pipeline: a Session per run and the stage functions (lib/pipeline/, docs/DESIGN.md).
+export {
+  type AnyStageOutput,
+  type CheckpointOutput,
+  type EvalRequest,
+  type EvalSummary,
+  evalSummaryLine,
+  evaluate,
+  mask,
+  type MaskSummary,
+  openSession,
+  type PageOutput,
+  report,
+  rollout,
+  type RolloutOutput,
+  type RolloutRequest,
+  type RolloutSummary,
+  score,
+  type ScoreSummary,
+  Session,
+  type SessionOptions,
+  stageFileOf,
+  type StageInput,
+  type StageOutput,
+  stepSettingsOf,
+  type TaskSplit,
+  train,
+  type TrainRequest,
+  type TrainSummary,
+  writeStageOutput,
+} from "./lib/pipeline/mod.ts";
+export { runLoop } from "./lib/run/loop.ts";
 export type { Episode as RolloutEpisode } from "./lib/rollout/rollout.ts";
 export type {
   AssistantTurn,
@@ -29,8 +64,6 @@ export { ScriptedEnvironment } from "./lib/rollout/scripted_env.ts";
 export { ToolEnvironment } from "./lib/rollout/tool_env.ts";
 export type { Tool, ToolContext, ToolResult } from "./lib/tools/types.ts";
 export { loadTools, toolSpecs } from "./lib/tools/registry.ts";
-export { score, type ScoreOptions, type ScoreSummary } from "./stages/score.ts";
-export { mask, type MaskOptions, type MaskSummary } from "./stages/mask.ts";
 export { asStageFile, writeTable } from "./lib/arrow/stage_io.ts";
 
 // Rewards (lib/score/, docs/rewards.md) and advantage estimators (lib/advantages/, docs/advantages.md).
@@ -38,13 +71,7 @@ export type { Episode, RewardContext, RewardFn, RewardResult } from "./lib/score
 export { REWARDS } from "./lib/score/registry.ts";
 export { ESTIMATOR_REGISTRY, pickEstimator } from "./lib/advantages/registry.ts";
 export type { EpisodeBatch, Estimator as AdvantageEstimator } from "./lib/advantages/types.ts";
-export { train, type TrainOptions, trainOptionsOf, type TrainResult } from "./stages/train.ts";
-export { runLoop } from "./stages/loop.ts";
-export { evaluate } from "./stages/eval.ts";
-export { type EvalSummary, evalSummaryLine } from "./lib/eval/evaluate.ts";
 export { renderReport } from "./lib/report/mod.ts";
-export { writeReport } from "./stages/report.ts";
-export { NotImplementedError, type StageArgs } from "./lib/cli/cli.ts";
 
 // Configuration.
 export * from "./lib/config/mod.ts";

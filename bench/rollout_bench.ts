@@ -13,12 +13,9 @@
 import { parseArgs } from "@std/cli";
 import { loadConfig } from "../lib/config/mod.ts";
 import { generateArithmeticTasks } from "../lib/data/arithmetic.ts";
-import { loadPolicy } from "../lib/engine/worker_policy.ts";
-import { policyOptionsOf } from "../lib/engine/policy_options.ts";
-import { loadTokenizer } from "../lib/model/tokenizer.ts";
+import { openSession, rollout } from "../lib/pipeline/mod.ts";
 import { promptMessages } from "../lib/rollout/environment.ts";
-import { loadTools, toolSpecs } from "../lib/tools/registry.ts";
-import { rollout } from "../stages/rollout.ts";
+import { toolSpecs } from "../lib/tools/registry.ts";
 
 const args = parseArgs(Deno.args, { string: ["model", "batch", "new", "repeats"] }).values;
 const model = String(args.model);
@@ -26,7 +23,7 @@ const batch = Number(args.batch ?? 8);
 const maxNew = Number(args.new ?? 64);
 const repeats = Number(args.repeats ?? 3);
 
-const { config } = await loadConfig({
+const { config, hash } = await loadConfig({
   overrides: [
     ["model.path", model],
     ["rollout.group_size", "2"],
@@ -37,8 +34,9 @@ const { config } = await loadConfig({
     ["rollout.tools.enabled", "[calculator]"],
   ],
 });
-const tokenizer = await loadTokenizer(model);
-const tools = await loadTools(config.rollout.tools);
+const session = openSession(config, hash, { showProgress: false });
+const tokenizer = await session.tokenizer();
+const tools = await session.tools();
 // Groups of two episodes per task (the rollout's group sampling), so `batch` episodes from batch / 2 tasks.
 const tasks = generateArithmeticTasks({
   numTasks: batch / 2,
@@ -55,7 +53,7 @@ const prompts = tasks.flatMap((t) => [t, t]).map((t) =>
     addGenerationPrompt: true,
   })
 );
-const policy = await loadPolicy(model, policyOptionsOf(config));
+const policy = await session.policy();
 
 async function raw(): Promise<number> {
   const started = performance.now();
@@ -69,14 +67,8 @@ async function raw(): Promise<number> {
 }
 
 async function episodes(): Promise<number> {
-  const out = await rollout(policy, tokenizer, tasks, {
-    rollout: config.rollout,
-    systemPrompt: config.data.system_prompt,
-    step: 0,
-    tools,
-    showProgress: false,
-  });
-  return out.tokensPerSecond;
+  const out = await rollout(session, tasks, { step: 0 });
+  return out.summary.tokensPerSecond;
 }
 
 const best = { raw: 0, rollout: 0 };
@@ -85,7 +77,7 @@ for (let r = 0; r < repeats; r++) {
   best.raw = Math.max(best.raw, await raw());
   best.rollout = Math.max(best.rollout, await episodes());
 }
-await policy.close();
+await session.close();
 console.log(JSON.stringify({
   model,
   batch,

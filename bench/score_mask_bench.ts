@@ -14,8 +14,7 @@ import { parseArgs } from "@std/cli";
 import { buildTable, FlatList, type MetadataInput } from "../lib/arrow/mod.ts";
 import { defaultConfig } from "../lib/config/mod.ts";
 import { writeTable } from "../lib/arrow/stage_io.ts";
-import { score } from "../stages/score.ts";
-import { mask } from "../stages/mask.ts";
+import { mask, openSession, score } from "../lib/pipeline/mod.ts";
 
 const META: MetadataInput = {
   config_hash: "bench",
@@ -95,15 +94,16 @@ if (import.meta.main) {
   const n = Number(values.episodes ?? 10_000);
   const len = Number(values.tokens ?? 2_000);
   const rollouts = syntheticRollouts(n, len);
-  const config = defaultConfig();
-  const scoreConfig = { ...config.score, rewards: { gsm8k: 1, tool_use: 0.1, format: 0.1 } };
+  const base = defaultConfig();
+  const session = openSession({
+    ...base,
+    score: { ...base.score, rewards: { gsm8k: 1, tool_use: 0.1, format: 0.1 } },
+    mask: { ...base.mask, estimator: "mt_grpo", whiten: true },
+  }, "bench");
   const t0 = performance.now();
-  const scored = await score(rollouts, {
-    config: scoreConfig,
-    sandbox: { kind: "bwrap", unsafeNoSandbox: false },
-  });
+  const scored = await score(session, rollouts, { step: 0 });
   const t1 = performance.now();
-  const batch = mask(scored.table, { config: { ...config.mask, estimator: "mt_grpo", whiten: true } });
+  const batch = mask(session, scored, { step: 0 });
   const t2 = performance.now();
   let writeMs = NaN;
   if (values.write) {

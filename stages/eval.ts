@@ -5,23 +5,19 @@
  *
  *   deno task eval --out runs/x/eval.arrow [--adapter runs/x/adapters/step-0010] [--eval.samples=4]
  *
+ * The command line only: the held-out tasks, a session, the pipeline's `evaluate`
+ * (lib/pipeline/evaluate.ts), the file.
+ *
  * @module
  */
 
 import { episodeFileBytes } from "../lib/arrow/estimate.ts";
-import { writeStageFile } from "../lib/arrow/write.ts";
 import type { Config } from "../lib/config/schema.ts";
 import { loadTasks, type Task } from "../lib/data/mod.ts";
 import { checkFreeSpace } from "../lib/fs/disk_space.ts";
-import { evalSummaryLine, evaluate } from "../lib/eval/evaluate.ts";
-import { openPolicy } from "../lib/engine/open_policy.ts";
-import { policyOptionsOf } from "../lib/engine/policy_options.ts";
-import { loadTokenizer } from "../lib/model/tokenizer.ts";
+import { evalSummaryLine, evaluate, openSession, writeStageOutput } from "../lib/pipeline/mod.ts";
 import { requireHeldOut, splitHeldOut } from "../lib/rollout/tasks.ts";
-import { loadTools } from "../lib/tools/registry.ts";
-import { progress, runStageMain, type StageArgs } from "../lib/cli/cli.ts";
-
-export { evaluate };
+import { runStageMain, type StageArgs } from "../lib/cli/cli.ts";
 
 /** The held-out tasks; refuses `eval.num_tasks` 0 (no held-out split) and a data set too small for it. */
 export async function heldOutTasks(config: Config): Promise<Task[]> {
@@ -36,7 +32,6 @@ export async function heldOutTasks(config: Config): Promise<Task[]> {
 async function main(args: StageArgs): Promise<void> {
   const { config } = args;
   const heldOut = await heldOutTasks(config);
-  const tools = await loadTools(config.rollout.tools);
   checkFreeSpace( // before any episode is sampled
     args.output!,
     episodeFileBytes("eval", {
@@ -46,23 +41,13 @@ async function main(args: StageArgs): Promise<void> {
       systemPrompt: config.data.system_prompt,
     }),
   );
-  const tokenizer = await loadTokenizer(config.model.path);
-  progress.log(
-    `eval: loading ${config.model.path}${config.model.adapter ? ` + ${config.model.adapter}` : ""}`,
-  );
-  const policy = await openPolicy(config.model, policyOptionsOf(config));
+  const session = openSession(config, args.configHash);
   try {
-    const result = await evaluate(policy, tokenizer, heldOut, config, tools, { step: 0 });
-    await writeStageFile(args.output!, "eval", result.columns, {
-      config_hash: args.configHash,
-      model: config.model.path,
-      adapter: await policy.adapterId(),
-      sampling: { temperature: config.eval.temperature, samples: config.eval.samples },
-      seed: config.eval.seed,
-    });
-    console.log(evalSummaryLine(result.summary));
+    const out = await evaluate(session, { step: 0, tasks: heldOut });
+    await writeStageOutput(args.output!, out);
+    console.log(evalSummaryLine(out.summary));
   } finally {
-    await policy.close();
+    await session.close();
   }
 }
 

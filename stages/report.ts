@@ -2,8 +2,8 @@
  * `deno task report RUN [--out FILE]`: renders the run directory RUN (runs/<name>) as one
  * self-contained HTML page, by default `RUN/report.html`, written atomically.
  *
- * The page is built by `renderReport` (lib/report/, exported for notebooks); this main only finds the
- * run, renders and writes. Before anything is read or written, RUN must be a run directory (a folder
+ * The page is built by the pipeline's `report` (lib/pipeline/report.ts, lib/report/); this main only
+ * finds the run, renders and writes. Before anything is read or written, RUN must be a run directory (a folder
  * without run files is refused, naming the run directories below it) and the output passes the output
  * policy (docs/outputs.md): an explicit `--out` like any output (an earlier report of ours replaced only
  * with `--overwrite`); the default `RUN/report.html` may also refresh the run's own report without it,
@@ -13,19 +13,11 @@
  * @module
  */
 import { join } from "node:path";
-import { writeTextAtomic } from "../lib/fs/atomic.ts";
 import { UserError } from "../lib/errors.ts";
 import { checkOutputPath } from "../lib/fs/output.ts";
-import { renderReport, requireRunDir } from "../lib/report/mod.ts";
+import { report, writeStageOutput } from "../lib/pipeline/mod.ts";
+import { requireRunDir } from "../lib/report/mod.ts";
 import { inputsOf, runStageMain, type StageArgs } from "../lib/cli/cli.ts";
-
-/** Writes the report of the run directory `run`; returns the file written (default RUN/report.html). */
-export async function writeReport(run: string | undefined, output?: string): Promise<string> {
-  const dir = requireRunFlag(run);
-  const out = output ?? join(dir, "report.html");
-  await writeTextAtomic(out, await renderReport(dir));
-  return out;
-}
 
 function requireRunFlag(run: string | undefined): string {
   if (run) return run;
@@ -64,7 +56,9 @@ if (import.meta.main) {
     output: { kind: "html" },
     flagHelp: ["--run DIR        the run directory (or give it as the first argument)"],
     check,
-    run: async (args) =>
-      console.log(`report: wrote ${await writeReport(args.flags.run as string, args.output)}`),
+    run: async (args) => {
+      await writeStageOutput(args.output!, await report(args.flags.run as string));
+      console.log(`report: wrote ${args.output}`);
+    },
   }, runAsFlag(Deno.args));
 }

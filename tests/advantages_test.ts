@@ -4,7 +4,8 @@
  * scaling, whitening, zero-variance groups and groups of one.
  */
 import assert from "node:assert/strict";
-import { mask } from "../stages/mask.ts";
+import { mask } from "../lib/pipeline/mod.ts";
+import { testSession } from "./helpers/session.ts";
 import { defaultConfig, type MaskConfig } from "../lib/config/mod.ts";
 import { UserError } from "../lib/errors.ts";
 import { type EpisodeSpec, scoredTable } from "./fixtures/rollouts.ts";
@@ -43,32 +44,40 @@ const REWARDS = [1, 0, 0, 1, 1, 1, 0.7];
 const STD0 = Math.sqrt((4 * 0.25) / 3); // Bessel: sum of squared deviations / (n - 1)
 
 Deno.test("grpo divides by the Bessel-corrected group std; equal rewards and groups of one get 0", () => {
-  const { table, summary } = mask(scoredTable(SPECS, REWARDS), { config: config({ estimator: "grpo" }) });
+  const { table, summary } = mask(
+    testSession({ mask: config({ estimator: "grpo" }) }),
+    scoredTable(SPECS, REWARDS),
+  );
   const a = 0.5 / (STD0 + EPS);
   close(perEpisode(table), [[a], [-a], [-a], [a], [0], [0], [0]]);
   assert.equal(summary.metrics.frac_zero_std_groups, 2 / 3);
 });
 
 Deno.test("dr_grpo subtracts the group mean only, whatever scale_rewards says", () => {
-  const { table } = mask(scoredTable(SPECS, REWARDS), {
-    config: config({ estimator: "dr_grpo", scale_rewards: "group" }),
-  });
+  const { table } = mask(
+    testSession({ mask: config({ estimator: "dr_grpo", scale_rewards: "group" }) }),
+    scoredTable(SPECS, REWARDS),
+  );
   close(perEpisode(table), [[0.5], [-0.5], [-0.5], [0.5], [0], [0], [0]]);
 });
 
 Deno.test("rloo subtracts the mean of the other episodes of the group", () => {
-  const plain = mask(scoredTable(SPECS, REWARDS), {
-    config: config({ estimator: "rloo", scale_rewards: "none" }),
-  });
+  const plain = mask(
+    testSession({ mask: config({ estimator: "rloo", scale_rewards: "none" }) }),
+    scoredTable(SPECS, REWARDS),
+  );
   // Episode 0: 1 - (0 + 0 + 1) / 3 = 2/3; episode 1: 0 - (1 + 0 + 1) / 3 = -2/3.
   close(perEpisode(plain.table), [[2 / 3], [-2 / 3], [-2 / 3], [2 / 3], [0], [0], [0]]);
-  const scaled = mask(scoredTable(SPECS, REWARDS), { config: config({ estimator: "rloo" }) });
+  const scaled = mask(testSession({ mask: config({ estimator: "rloo" }) }), scoredTable(SPECS, REWARDS));
   const a = (2 / 3) / (STD0 + EPS);
   close(perEpisode(scaled.table), [[a], [-a], [-a], [a], [0], [0], [0]]);
 });
 
 Deno.test("scale_rewards batch divides by the std of every reward in the batch", () => {
-  const { table } = mask(scoredTable(SPECS, REWARDS), { config: config({ scale_rewards: "batch" }) });
+  const { table } = mask(
+    testSession({ mask: config({ scale_rewards: "batch" }) }),
+    scoredTable(SPECS, REWARDS),
+  );
   const mean = REWARDS.reduce((s, r) => s + r, 0) / REWARDS.length;
   const std = Math.sqrt(REWARDS.reduce((s, r) => s + (r - mean) ** 2, 0) / (REWARDS.length - 1));
   const a = 0.5 / (std + EPS);
@@ -99,7 +108,10 @@ const MT_TURN = [0.35, 0, 0, 0, 0.35];
 Deno.test("mt_grpo: turn advantage before the first tool result, outcome after, combined without a result", () => {
   for (const coef of [1, 0.5]) {
     const scored = scoredTable(MT, MT_REWARD, { turnReward: MT_TURN });
-    const { table, summary } = mask(scored, { config: config({ estimator: "mt_grpo", turn_coef: coef }) });
+    const { table, summary } = mask(
+      testSession({ mask: config({ estimator: "mt_grpo", turn_coef: coef }) }),
+      scored,
+    );
     const o = 0.5 / (STD0 + EPS); // outcome rewards 1, 0, 1, 0
     // Turn rewards 0.35, 0, 0, 0: mean 0.0875, deviations 0.2625, -0.0875 x3, std sqrt(0.091875 / 3) = 0.175.
     const t0 = 0.2625 / (0.175 + EPS);
@@ -119,7 +131,7 @@ Deno.test("mt_grpo: turn advantage before the first tool result, outcome after, 
 
 Deno.test("mt_grpo refuses a scored file without turn_reward", () => {
   assert.throws(
-    () => mask(scoredTable(MT, MT_REWARD), { config: config({ estimator: "mt_grpo" }) }),
+    () => mask(testSession({ mask: config({ estimator: "mt_grpo" }) }), scoredTable(MT, MT_REWARD)),
     (e) => e instanceof UserError && /column "turn_reward".*re-run stage score/.test(e.message),
   );
 });
@@ -135,7 +147,10 @@ Deno.test("mt_grpo_turns normalizes each turn's reward over the group's episodes
   ];
   const turnRewards = [[1, 0], [0, 0, 1], [0, 0]];
   const scored = scoredTable(specs, [1, 0, 0], { turnRewards });
-  const { table } = mask(scored, { config: config({ estimator: "mt_grpo_turns", turn_coef: 0.5 }) });
+  const { table } = mask(
+    testSession({ mask: config({ estimator: "mt_grpo_turns", turn_coef: 0.5 }) }),
+    scored,
+  );
   // Outcome and turn 1 both 1, 0, 0: mean 1/3, std sqrt((4/9 + 2/9) / 2).
   const s = Math.sqrt((4 / 9 + 2 / 9) / 2) + EPS;
   const hi = (2 / 3) / s;
@@ -145,7 +160,7 @@ Deno.test("mt_grpo_turns normalizes each turn's reward over the group's episodes
 });
 
 Deno.test("whiten leaves masked advantages with mean 0 and Bessel variance 1", () => {
-  const { table } = mask(scoredTable(SPECS, REWARDS), { config: config({ whiten: true }) });
+  const { table } = mask(testSession({ mask: config({ whiten: true }) }), scoredTable(SPECS, REWARDS));
   const adv = table.getChild("advantages")!;
   const lm = table.getChild("loss_mask")!;
   const vals: number[] = [];
@@ -161,14 +176,17 @@ Deno.test("whiten leaves masked advantages with mean 0 and Bessel variance 1", (
 
 Deno.test("gae is refused at the start with a one-line error", () => {
   assert.throws(
-    () => mask(scoredTable([], []), { config: config({ estimator: "gae" }) }),
+    () => mask(testSession({ mask: config({ estimator: "gae" }) }), scoredTable([], [])),
     (e) =>
       e instanceof UserError && /mask\.estimator.*value head/.test(e.message) && !e.message.includes("\n"),
   );
 });
 
 Deno.test("a zero-row scored table gives a valid empty batch", () => {
-  const { table, summary } = mask(scoredTable([], []), { config: config({ estimator: "mt_grpo_turns" }) });
+  const { table, summary } = mask(
+    testSession({ mask: config({ estimator: "mt_grpo_turns" }) }),
+    scoredTable([], []),
+  );
   assert.equal(table.numRows, 0);
   assert.ok(table.getChild("advantages") && table.getChild("loss_mask"));
   assert.equal(summary.episodes, 0);

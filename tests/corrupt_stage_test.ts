@@ -12,7 +12,7 @@ import { loadConfig } from "../lib/config/mod.ts";
 import { UserError } from "../lib/errors.ts";
 import { asStageFile } from "../lib/arrow/stage_io.ts";
 import { Progress } from "../lib/progress.ts";
-import { train, trainOptionsOf } from "../stages/train.ts";
+import { openSession, train } from "../lib/pipeline/mod.ts";
 import {
   columnLayout,
   corruptFile,
@@ -154,12 +154,13 @@ Deno.test("train refuses a batch it cannot read whole before the model loads (in
     const table = buildTable("batch.arrow", "batch", { ...good, ...edit } as never, SAMPLE_META);
     const lines: string[] = [];
     const progress = new Progress({ write: (s) => void lines.push(s), isTerminal: false });
-    const out = join(await Deno.makeTempDir({ prefix: "corrupt-train-" }), "out");
-    const options = trainOptionsOf(config, hash, out, { progress });
+    const session = openSession(config, hash, { progress, showProgress: false });
     let caught: unknown;
-    await train(asStageFile(table, "batch"), options).catch((e) => (caught = e));
+    await train(session, asStageFile(table, "batch"), { step: 0 }).catch((e) => (caught = e));
     assert.ok(caught instanceof UserError, String(caught));
     for (const f of fragments) assert.ok(caught.message.includes(f), `"${f}" in: ${caught.message}`);
+    assert.ok(!session.trainerOpen, "the trainer (the model) was opened before the batch was checked");
     assert.ok(!lines.some((l) => l.includes("loading the model")), lines.join(""));
+    await session.close();
   }
 });

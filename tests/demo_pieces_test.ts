@@ -14,7 +14,8 @@ import { generateArithmeticTasks } from "../lib/data/arithmetic.ts";
 import { splitHeldOut } from "../lib/rollout/tasks.ts";
 import { buildDemoModel } from "../lib/demo/model.ts";
 import { DEMO_SETTINGS } from "../lib/demo/settings.ts";
-import { tracePlans, warmStart, writeWarmStartBatches } from "../lib/demo/warm_start.ts";
+import { tracePlans, warmStart, warmStartConfig, writeWarmStartBatch } from "../lib/demo/warm_start.ts";
+import { openSession } from "../lib/pipeline/mod.ts";
 import { openModelDir } from "../lib/model/model_dir.ts";
 import { loadCheckpoint } from "../lib/train/checkpoint.ts";
 import { loadTokenizer } from "../lib/model/tokenizer.ts";
@@ -72,19 +73,12 @@ Deno.test("tracePlans answers directly in about the planned share, with wrong nu
 });
 
 Deno.test("warm-start traces call the calculator with the task's expression and train on assistant turns only", async () => {
-  const { config, hash, tools, root, tokenizer } = await setup();
+  const { config, hash, root, tokenizer } = await setup();
   const settings = { ...DEMO_SETTINGS.warmStart, traces: 24, tracesPerStep: 16, directFraction: 0.5 };
   const plans = tracePlans(tasks, settings);
-  const paths = await writeWarmStartBatches({
-    config,
-    configHash: hash,
-    tokenizer,
-    tools,
-    tasks,
-    settings,
-    dir: root,
-  });
-  assert.equal(paths.length, 2);
+  const session = openSession(warmStartConfig(config, settings), hash, { showProgress: false });
+  const paths = [await writeWarmStartBatch({ session, tasks, settings, dir: root })];
+  await session.close();
   let rows = 0;
   for (const path of paths) {
     const batch = await readStageFile(path, "batch");
@@ -120,7 +114,7 @@ Deno.test("splitHeldOut holds out the last tasks and refuses a split that leaves
 });
 
 Deno.test("warmStart trains in one process, lowers the loss, and saves an adapter with a fresh optimizer", async () => {
-  const { config, hash, tools, root, model, tokenizer } = await setup();
+  const { config, hash, root, model } = await setup();
   const settings = {
     ...DEMO_SETTINGS.warmStart,
     traces: 16,
@@ -131,10 +125,13 @@ Deno.test("warmStart trains in one process, lowers the loss, and saves an adapte
     warmupSteps: 0,
   };
   const steps: number[] = [];
-  const result = await warmStart(
-    { config, configHash: hash, tokenizer, tools, tasks, settings, dir: root },
-    (step) => steps.push(step),
-  );
+  const session = openSession(warmStartConfig(config, settings), hash, {
+    adapter: null,
+    showProgress: false,
+  });
+  const result = await warmStart({ session, tasks, settings, dir: root }, (step) => steps.push(step));
+  assert.equal(session.trainerOpen, true, "the warm start trains through the session's trainer");
+  await session.close();
   assert.deepEqual(steps, [1, 2, 3, 4, 5, 6, 7, 8]);
   assert.equal(result.metrics.length, 8);
   const first = result.metrics.slice(0, 2).reduce((a, m) => a + m.loss, 0);

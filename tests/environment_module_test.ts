@@ -7,11 +7,9 @@
 import assert from "node:assert/strict";
 import { loadConfig } from "../lib/config/mod.ts";
 import { UserError } from "../lib/errors.ts";
-import { loadTokenizer } from "../lib/model/tokenizer.ts";
 import { environmentFactory } from "../lib/rollout/environments.ts";
 import { Limiter } from "../lib/rollout/limiter.ts";
-import { loadTools } from "../lib/tools/registry.ts";
-import { rollout } from "../stages/rollout.ts";
+import { openSession, rollout } from "../lib/pipeline/mod.ts";
 import { ScriptedPolicy } from "./helpers/scripted_policy.ts";
 import { makeTinyModel } from "./helpers/tiny_model.ts";
 
@@ -24,7 +22,16 @@ Deno.test("examples/custom_environment.ts: hints as user turns until the guess i
       ["rollout.group_size", "2"],
     ],
   });
-  const tokenizer = await loadTokenizer(await makeTinyModel());
+  const session = openSession(
+    {
+      ...config,
+      model: { ...config.model, path: await makeTinyModel() },
+      data: { ...config.data, system_prompt: null },
+    },
+    "test",
+    { showProgress: false },
+  );
+  const tokenizer = await session.tokenizer();
   const guesses = ["10", "30", "I think 20"];
   const policy = new ScriptedPolicy(tokenizer, (_, turn) => guesses[turn - 1] ?? "0"); // TEST DOUBLE
   const task = {
@@ -33,13 +40,7 @@ Deno.test("examples/custom_environment.ts: hints as user turns until the guess i
     prompt: "I picked a number from 1 to 50.",
     answer: "20",
   };
-  const out = await rollout(policy, tokenizer, [task], {
-    rollout: config.rollout,
-    systemPrompt: null,
-    step: 0,
-    tools: await loadTools(config.rollout.tools),
-    showProgress: false,
-  });
+  const out = await rollout(session, [task], { step: 0, policy });
   for (const e of out.episodes) {
     assert.equal(e.numTurns, 3);
     assert.equal(e.finishReason, "env_done");

@@ -4,7 +4,8 @@
  * the role state machine agrees with `sampled` on all of them.
  */
 import assert from "node:assert/strict";
-import { mask } from "../stages/mask.ts";
+import { mask } from "../lib/pipeline/mod.ts";
+import { testSession } from "./helpers/session.ts";
 import { defaultConfig, type MaskConfig } from "../lib/config/mod.ts";
 import { loadTokenizer } from "../lib/model/tokenizer.ts";
 import { bundledQwen3TokenizerDir } from "../lib/model/bundled_tokenizer.ts";
@@ -98,7 +99,7 @@ Deno.test("the role state machine's token ids are Qwen3's", () => {
 });
 
 Deno.test("loss_mask trains exactly the sampled text: tool results, appended headers and prompts are 0", () => {
-  const { table } = mask(scoredOf(EPISODES), { config: config({}) });
+  const { table } = mask(testSession({ mask: config({}) }), scoredOf(EPISODES));
   masks(table).forEach((m, i) => assert.equal(trainedText(m), EPISODES[i].trained, `episode ${i}`));
   const [withTool, malformed, , noThinking] = masks(table);
   assert.match(
@@ -114,7 +115,10 @@ Deno.test("loss_mask trains exactly the sampled text: tool results, appended hea
 });
 
 Deno.test("mask_truncated zeroes an episode cut by a token limit, and only it", () => {
-  const { table, summary } = mask(scoredOf(EPISODES), { config: config({ mask_truncated: true }) });
+  const { table, summary } = mask(
+    testSession({ mask: config({ mask_truncated: true }) }),
+    scoredOf(EPISODES),
+  );
   const m = masks(table);
   assert.equal(m[2].mask.reduce((s, v) => s + v, 0), 0);
   assert.equal(trainedText(m[0]), EPISODES[0].trained);
@@ -122,13 +126,17 @@ Deno.test("mask_truncated zeroes an episode cut by a token limit, and only it", 
 });
 
 Deno.test("the role state machine agrees with sampled on rollouts laid out by the rollout stage", () => {
-  const bySampled = masks(mask(scoredOf(EPISODES), { config: config({ loss_mask: "sampled" }) }).table);
-  const byRoles = masks(mask(scoredOf(EPISODES), { config: config({ loss_mask: "roles" }) }).table);
+  const bySampled = masks(
+    mask(testSession({ mask: config({ loss_mask: "sampled" }) }), scoredOf(EPISODES)).table,
+  );
+  const byRoles = masks(
+    mask(testSession({ mask: config({ loss_mask: "roles" }) }), scoredOf(EPISODES)).table,
+  );
   bySampled.forEach((m, i) => assert.deepEqual(byRoles[i].mask, m.mask, `episode ${i}`));
 });
 
 Deno.test("advantages are 0 wherever the loss mask is 0", () => {
-  const { table } = mask(scoredOf(EPISODES), { config: config({}) });
+  const { table } = mask(testSession({ mask: config({}) }), scoredOf(EPISODES));
   const adv = table.getChild("advantages")!;
   masks(table).forEach((m, i) => {
     const a = adv.get(i)!.toArray() as Float32Array;

@@ -19,7 +19,7 @@ import { environmentFactory } from "../lib/rollout/environments.ts";
 import { Limiter } from "../lib/rollout/limiter.ts";
 import type { Tool } from "../lib/tools/types.ts";
 import { loadTools } from "../lib/tools/registry.ts";
-import { rollout } from "../stages/rollout.ts";
+import { openSession, rollout } from "../lib/pipeline/mod.ts";
 import { makeTinyModel } from "./helpers/tiny_model.ts";
 import { SCRIPTED_LOGPROB, ScriptedPolicy } from "./helpers/scripted_policy.ts";
 
@@ -47,15 +47,8 @@ async function config(overrides: Array<[string, string]> = []): Promise<Config> 
 }
 
 async function run(policy: Policy, tokenizer: ChatTokenizer, c: Config, tasks = TASKS): Promise<Episode[]> {
-  const tools = await loadTools(c.rollout.tools);
-  const out = await rollout(policy, tokenizer, tasks, {
-    rollout: c.rollout,
-    systemPrompt: c.data.system_prompt,
-    step: 0,
-    tools,
-    showProgress: false,
-  });
-  return out.episodes;
+  const session = openSession(c, "test", { open: { policy, tokenizer }, showProgress: false });
+  return (await rollout(session, tasks, { step: 0 })).episodes;
 }
 
 /** Splits an episode into its spans: [start, end, sampled] runs of equal provenance. */

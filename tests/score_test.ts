@@ -3,8 +3,8 @@
  * turn rewards, a custom module, zero rows, and the CLI writing a scored file the mask stage reads.
  */
 import assert from "node:assert/strict";
-import { score } from "../stages/score.ts";
-import { mask } from "../stages/mask.ts";
+import { mask, score } from "../lib/pipeline/mod.ts";
+import { testSession } from "./helpers/session.ts";
 import { defaultConfig, type ScoreConfig } from "../lib/config/mod.ts";
 import { readStageFile } from "../lib/arrow/read.ts";
 import { writeTable } from "../lib/arrow/stage_io.ts";
@@ -13,7 +13,6 @@ import { exactMatch, normalizeAnswer } from "../lib/score/exact_match.ts";
 import { formatStatus } from "../lib/score/format.ts";
 import { type EpisodeSpec, rolloutsTable } from "./fixtures/rollouts.ts";
 
-const SANDBOX = { kind: "bwrap" as const, unsafeNoSandbox: false };
 const cfg = (o: Partial<ScoreConfig>): ScoreConfig => ({ ...defaultConfig().score, ...o });
 const GSM = { answer: "4" };
 
@@ -42,7 +41,7 @@ const SPECS: EpisodeSpec[] = [
 
 Deno.test("score writes each component, its status, the weighted reward and correct", async () => {
   const config = cfg({ rewards: { gsm8k: 1, tool_use: 0.1, format: 0.5 } });
-  const { table, summary } = await score(rolloutsTable(SPECS), { config, sandbox: SANDBOX });
+  const { table, summary } = await score(testSession({ score: config }), rolloutsTable(SPECS));
   const col = (name: string) => table.getChild(name)!.toArray();
   assert.deepEqual(Array.from(col("reward_gsm8k") as Float32Array), [1, 0, 0]);
   assert.deepEqual([...table.getChild("status_gsm8k")!], ["correct", "wrong", "no_answer"]);
@@ -62,7 +61,7 @@ Deno.test("turn rewards follow each turn's tool-call statuses; the episode turn 
   const config = cfg({
     turn_reward: { tool_success: 1, tool_error: -0.5, no_tool: 0.25, success_rate: 0.3, per_success: 0.05 },
   });
-  const { table } = await score(rolloutsTable(SPECS), { config, sandbox: SANDBOX });
+  const { table } = await score(testSession({ score: config }), rolloutsTable(SPECS));
   const turns = table.getChild("turn_rewards")!;
   assert.deepEqual(Array.from(turns.get(0)!.toArray()), [1, 0.25]);
   assert.deepEqual(Array.from(turns.get(1)!.toArray()), [-0.5, 0.25]);
@@ -74,17 +73,17 @@ Deno.test("turn rewards follow each turn's tool-call statuses; the episode turn 
 
 Deno.test("a custom reward module by path joins the weighted sum", async () => {
   const config = cfg({ rewards: { gsm8k: 1 }, modules: ["examples/custom_reward.ts"], module_weights: [2] });
-  const { table } = await score(rolloutsTable(SPECS), { config, sandbox: SANDBOX });
+  const { table } = await score(testSession({ score: config }), rolloutsTable(SPECS));
   assert.deepEqual([...table.getChild("status_brevity")!], ["short", "short", "short"]);
   assert.deepEqual(Array.from(table.getChild("reward")!.toArray() as Float32Array), [3, 2, 2]);
 });
 
 Deno.test("bad module config and a task without an answer are one-line UserErrors, not zeros", async () => {
   const mismatch = cfg({ modules: ["examples/custom_reward.ts"], module_weights: [] });
-  await assert.rejects(() => score(rolloutsTable(SPECS), { config: mismatch, sandbox: SANDBOX }), UserError);
+  await assert.rejects(() => score(testSession({ score: mismatch }), rolloutsTable(SPECS)), UserError);
   const noAnswer = rolloutsTable([{ group: 0, turns: [{ text: "#### 4" }] }]);
   await assert.rejects(
-    () => score(noAnswer, { config: cfg({}), sandbox: SANDBOX }),
+    () => score(testSession({ score: cfg({}) }), noAnswer),
     (e) => e instanceof UserError && /no numeric answer/.test(e.message),
   );
 });
@@ -105,10 +104,10 @@ Deno.test("exact_match and format follow their documented rules", () => {
 });
 
 Deno.test("zero rollouts give a valid empty scored table", async () => {
-  const { table, summary } = await score(rolloutsTable([]), {
-    config: cfg({ rewards: { code_exec: 1 } }),
-    sandbox: SANDBOX,
-  });
+  const { table, summary } = await score(
+    testSession({ score: cfg({ rewards: { code_exec: 1 } }) }),
+    rolloutsTable([]),
+  );
   assert.equal(table.numRows, 0);
   assert.ok(table.getChild("reward") && table.getChild("turn_rewards") && table.getChild("correct"));
   assert.equal(summary.episodes, 0);
@@ -116,16 +115,12 @@ Deno.test("zero rollouts give a valid empty scored table", async () => {
 
 Deno.test("a scored file written by the stage reads back and feeds the mask stage", async () => {
   const dir = await Deno.makeTempDir();
-  const { table } = await score(rolloutsTable(SPECS), {
-    config: cfg({}),
-    sandbox: SANDBOX,
-    configHash: "abc",
-  });
+  const { table } = await score(testSession({ score: cfg({}) }, "abc"), rolloutsTable(SPECS));
   await writeTable(`${dir}/scored.arrow`, "scored", table);
   const scored = await readStageFile(`${dir}/scored.arrow`, "scored");
   assert.equal(scored.metadata.config_hash, "abc");
   assert.deepEqual(scored.column("status_gsm8k"), ["correct", "wrong", "no_answer"]);
-  const batch = mask(scored, { config: { ...defaultConfig().mask, estimator: "mt_grpo" } });
+  const batch = mask(testSession({ mask: { ...defaultConfig().mask, estimator: "mt_grpo" } }), scored);
   await writeTable(`${dir}/batch.arrow`, "batch", batch.table);
   const read = await readStageFile(`${dir}/batch.arrow`, "batch");
   assert.ok(read.has("turn_reward") && read.has("advantages"));

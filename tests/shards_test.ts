@@ -10,7 +10,6 @@ import { join } from "node:path";
 import { readStageFile } from "../lib/arrow/read.ts";
 import { mergeStageFiles, readStageFiles } from "../lib/arrow/merge.ts";
 import { StageFile } from "../lib/arrow/stage_file.ts";
-import { writeStageFile } from "../lib/arrow/write.ts";
 import { loadConfig } from "../lib/config/mod.ts";
 import type { Config } from "../lib/config/schema.ts";
 import type { Task } from "../lib/data/task.ts";
@@ -18,13 +17,9 @@ import { UserError } from "../lib/errors.ts";
 import { expandPaths } from "../lib/fs/glob.ts";
 import type { PolicySequence, SequenceOptions } from "../lib/engine/policy.ts";
 import type { ChatTokenizer } from "../lib/model/chat.ts";
-import { loadTokenizer } from "../lib/model/tokenizer.ts";
 import { type Shard, stepGroupIds, tasksForStep } from "../lib/rollout/tasks.ts";
 import { prepareStage } from "../lib/cli/cli.ts";
-import { writeTable } from "../lib/arrow/stage_io.ts";
-import { rollout, rolloutMetadata } from "../stages/rollout.ts";
-import { score } from "../stages/score.ts";
-import { mask } from "../stages/mask.ts";
+import { mask, openSession, rollout, score, writeStageOutput } from "../lib/pipeline/mod.ts";
 import { ScriptedPolicy } from "./helpers/scripted_policy.ts";
 import { makeTinyModel } from "./helpers/tiny_model.ts";
 
@@ -68,32 +63,37 @@ async function testConfig(extra: Array<[string, string]> = []): Promise<{ config
 /** Writes the rollouts of `shard` (or the whole step) to `path`. */
 async function writeRollouts(path: string, shard?: Shard, extra: Array<[string, string]> = []) {
   const { config, hash } = await testConfig(extra);
-  const tokenizer = await loadTokenizer(await makeTinyModel());
-  const policy = new SeededScript(tokenizer);
+  const session = sessionOn(config, hash, await makeTinyModel());
+  const policy = new SeededScript(await session.tokenizer());
   const tasks = tasksForStep(TASKS, STEP, config.rollout.tasks_per_step, shard);
-  const out = await rollout(policy, tokenizer, tasks, {
-    rollout: config.rollout,
-    systemPrompt: null,
+  const out = await rollout(session, tasks, {
     step: STEP,
-    tools: new Map(),
+    policy,
     groupIds: stepGroupIds(tasks.length, shard),
-    showProgress: false,
   });
-  await writeStageFile(path, "rollouts", out.columns, {
-    ...(await rolloutMetadata(out, policy, tokenizer, config, hash)),
-  });
+  await writeStageOutput(path, out);
+}
+
+/** A session of `config` on the model at `modelDir`, with no system prompt. */
+function sessionOn(config: Config, hash: string, modelDir: string) {
+  return openSession(
+    {
+      ...config,
+      model: { ...config.model, path: modelDir },
+      data: { ...config.data, system_prompt: null },
+    },
+    hash,
+    { showProgress: false },
+  );
 }
 
 async function scoredAndMasked(rollouts: StageFile): Promise<StageFile> {
   const { config, hash } = await testConfig();
-  const scored = await score(rollouts, {
-    config: config.score,
-    sandbox: { kind: "none", unsafeNoSandbox: true },
-    configHash: hash,
-  });
-  const { table } = mask(scored.table, { config: config.mask, configHash: hash });
+  const tools = { ...config.rollout.tools, sandbox: "none" as const, unsafe_no_sandbox: true };
+  const session = openSession({ ...config, rollout: { ...config.rollout, tools } }, hash);
+  const batch = mask(session, await score(session, rollouts));
   const path = join(await Deno.makeTempDir({ prefix: "shards-batch-" }), "batch.arrow");
-  await writeTable(path, "batch", table);
+  await writeStageOutput(path, batch);
   return await readStageFile(path, "batch");
 }
 

@@ -1,5 +1,5 @@
 /**
- * `stages/train.ts` end to end on a tiny model: batch.arrow in, checkpoint out (PEFT adapter, optimizer
+ * The train stage (lib/pipeline/train.ts and its command) end to end on a tiny model: batch.arrow in, checkpoint out (PEFT adapter, optimizer
  * state, metrics.arrow); resuming; refusing another LoRA shape; a batch without masked tokens; the CLI.
  */
 
@@ -10,7 +10,7 @@ import { loadConfig } from "../lib/config/mod.ts";
 import { UserError } from "../lib/errors.ts";
 import { LocalPolicy } from "../lib/engine/local_policy.ts";
 import type { Config } from "../lib/config/schema.ts";
-import { train, trainOptionsOf } from "../stages/train.ts";
+import { openSession, train, type TrainRequest, writeStageOutput } from "../lib/pipeline/mod.ts";
 import { makeTinyModel } from "./helpers/tiny_model.ts";
 import { SAMPLE_META, sampleColumns } from "./fixtures/arrow_samples.ts";
 import { mulberry32 } from "./reference/weights.ts";
@@ -44,10 +44,23 @@ async function writeBatch(path: string, model: string, n: number, masked = true)
   await writeStageFile(path, "batch", columns, { ...SAMPLE_META, sampling: { temperature: 1 } });
 }
 
-/** `train` on the batch file at `batch`, as the stage main calls it (progress to a silent sink). */
-async function runTrain(config: Config, hash: string, batch: string, out: string) {
+/** `train` on the batch file at `batch` in a session of its own, its checkpoint written to `out`. */
+async function runTrain(
+  config: Config,
+  hash: string,
+  batch: string,
+  out: string,
+  options: TrainRequest = { step: 0 },
+) {
   const progress = new Progress({ write: () => {}, isTerminal: false });
-  return await train(await readStageFile(batch, "batch"), trainOptionsOf(config, hash, out, { progress }));
+  const session = openSession(config, hash, { progress, showProgress: false });
+  try {
+    const output = await train(session, await readStageFile(batch, "batch"), options);
+    await writeStageOutput(out, output);
+    return output.summary;
+  } finally {
+    await session.close();
+  }
 }
 
 /** The overrides `setup` applied, to build a variant of its configuration. */
@@ -159,21 +172,16 @@ Deno.test("a batch without masked tokens trains to zero loss and zero gradient, 
   }
 });
 
-Deno.test("train reports each step's loss as the step finishes, not at the end", async () => {
+Deno.test("train reports each optimizer step as it finishes, not at the end", async () => {
   const { dir, batch, config, hash } = await setup();
-  const seen: Array<{ line: string; at: number }> = [];
-  const progress = new Progress({
-    write: (line) => seen.push({ line, at: performance.now() }),
-    isTerminal: false,
+  const seen: Array<{ step: number; at: number }> = [];
+  const result = await runTrain(config, hash, batch, join(dir, "progress-adapter"), {
+    step: 0,
+    onStep: (m) => seen.push({ step: m.step, at: performance.now() }),
   });
-  const options = trainOptionsOf(config, hash, join(dir, "progress-adapter"), { progress });
-  const result = await train(await readStageFile(batch, "batch"), options);
-  const steps = seen.filter((s) => /^train: steps \d+\/2 loss /.test(s.line));
-  assert.equal(steps.length, 2, seen.map((s) => s.line).join(""));
-  const gap = steps[1].at - steps[0].at;
-  assert.ok(gap >= 0.5 * result.metrics[1].seconds * 1000, `step lines ${gap.toFixed(0)} ms apart`);
-  assert.ok(seen.some((s) => s.line.startsWith("train: loading the model")));
-  assert.ok(seen.some((s) => s.line.startsWith("train: writing the checkpoint")));
+  assert.deepEqual(seen.map((s) => s.step), [1, 2]);
+  const gap = seen[1].at - seen[0].at;
+  assert.ok(gap >= 0.5 * result.metrics[1].seconds * 1000, `step reports ${gap.toFixed(0)} ms apart`);
 });
 
 Deno.test("deno task train runs from the command line and prints a line per step", async () => {

@@ -159,9 +159,7 @@ function stepSettings(s: ReturnType<typeof settings>, overrides: Partial<StepSet
     maxResponseTokens: MAX_RESPONSE,
     microBatchTokens: 64,
     numIterations: 1,
-    optimizer: { name: "sgd", betas: [0.9, 0.999], eps: 1e-8, weight_decay: 0 },
-    lr: 1,
-    maxGradNorm: 0,
+    optimizer: { name: "sgd", lr: 1, max_grad_norm: 0, betas: [0.9, 0.999], eps: 1e-8, weight_decay: 0 },
     schedule: { name: "constant", warmup_steps: 0, min_lr_ratio: 0 },
     totalSteps: 1,
     scalars: s.scalars,
@@ -274,7 +272,14 @@ Deno.test("AdamW without weight decay changes every LoRA tensor (A only once B â
   try {
     const s = settings("token_mean", 0.05);
     const eps = episodes(new Qwen3Reference(base.config, base.weights), [12, 9], 6, s.scalars.temperature);
-    const optimizer = { name: "adamw" as const, betas: [0.9, 0.999], eps: 1e-8, weight_decay: 0 };
+    const optimizer = {
+      name: "adamw" as const,
+      lr: 1e-3,
+      max_grad_norm: 1,
+      betas: [0.9, 0.999],
+      eps: 1e-8,
+      weight_decay: 0,
+    };
     const state = initOptimizerState("adamw", adapter.weights);
     const step = () =>
       trainOnBatch(
@@ -282,7 +287,7 @@ Deno.test("AdamW without weight decay changes every LoRA tensor (A only once B â
         eps,
         adapter.weights,
         state,
-        stepSettings(s, { optimizer, lr: 1e-3, maxGradNorm: 1 }),
+        stepSettings(s, { optimizer }),
       );
     const snapshot = () => new Map([...adapter.weights].map(([k, v]) => [k, v.slice()]));
     const changed = (before: Map<string, Float32Array>, k: string) => {

@@ -26,7 +26,7 @@
  * created; then `run` starts. Library code that writes outputs itself (the loop's step files) calls
  * `checkOutputPath` (re-exported here) with the same policy, and reports progress through `progress`.
  *
- * Exit codes: 0 done, 2 bad input or a stage that is not implemented yet, 130 interrupted, 1 an
+ * Exit codes: 0 done, 2 bad input, 130 interrupted, 1 an
  * unexpected fault (stack trace shown).
  */
 import { stringify } from "@std/yaml";
@@ -107,16 +107,6 @@ function readsIn(spec: StageSpec): boolean {
 /** Whether the stage writes `--out`. */
 function writesOut(spec: StageSpec): boolean {
   return Boolean(spec.needsOutput || spec.output);
-}
-
-/** Thrown by a stage whose body a later issue will write: exits 2, writes nothing. */
-export class NotImplementedError extends UserError {
-  constructor(stage: string) {
-    super(`${stage}: not implemented yet`, {
-      why: "this stage's body is built by a later issue; no output was written",
-      fix: "use the stages that exist (deno task train, deno task demo) until then",
-    });
-  }
 }
 
 /** Usage text for `--help`. */

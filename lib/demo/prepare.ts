@@ -9,14 +9,12 @@
 import { join } from "node:path";
 import { writeOutputMarker } from "../fs/output.ts";
 import type { Config } from "../config/schema.ts";
-import { loadTasks } from "../data/mod.ts";
 import type { Task } from "../data/task.ts";
-import { loadTokenizer } from "../model/tokenizer.ts";
-import { splitHeldOut } from "../rollout/tasks.ts";
-import { loadTools, toolSpecs } from "../tools/registry.ts";
+import { openSession } from "../pipeline/mod.ts";
+import { toolSpecs } from "../tools/registry.ts";
 import { buildDemoModel } from "./model.ts";
 import { DEMO_SETTINGS, type DemoSettings } from "./settings.ts";
-import { warmStart, type WarmStartProgress, type WarmStartResult } from "./warm_start.ts";
+import { warmStart, warmStartConfig, type WarmStartProgress, type WarmStartResult } from "./warm_start.ts";
 
 /** The maker the demo's output markers name: a later demo replaces these outputs, and only these. */
 export const DEMO_MAKER = "demo";
@@ -42,30 +40,36 @@ export async function prepareDemo(
   onStep?: WarmStartProgress,
 ): Promise<PreparedDemo> {
   const started = performance.now();
-  const tools = await loadTools(config.rollout.tools);
-  const tasks = splitHeldOut(await loadTasks(config.data), config.eval.num_tasks);
-  const corpus = { tasks: [...tasks.train, ...tasks.heldOut], systemPrompt: config.data.system_prompt };
-  const model = await buildDemoModel(config.model.path, settings.model, {
-    ...corpus,
-    tools: toolSpecs([...tools.values()]),
+  // The warm start's session: tasks and tools now (the model's vocabulary is made from them), the
+  // tokenizer and the trainer once the model exists.
+  const session = openSession(warmStartConfig(config, settings.warmStart), configHash, {
+    adapter: null,
+    showProgress: false,
   });
-  // Marked as the demo's at once, so a demo killed during the warm start is replaced by the next one.
-  await writeOutputMarker(model.dir, "model-dir", DEMO_MAKER);
-  const modelSeconds = (performance.now() - started) / 1000;
-  const result = await warmStart({
-    config: { ...config, model: { ...config.model, path: model.dir } },
-    configHash,
-    tokenizer: await loadTokenizer(model.dir),
-    tools,
-    tasks: tasks.train,
-    settings: settings.warmStart,
-    dir: join(config.loop.run_dir, "warm"),
-  }, onStep);
-  return {
-    modelDir: model.dir,
-    adapterDir: result.out,
-    heldOut: tasks.heldOut,
-    warmStart: result,
-    modelSeconds,
-  };
+  try {
+    const tasks = await session.tasks();
+    const corpus = { tasks: [...tasks.train, ...tasks.heldOut], systemPrompt: config.data.system_prompt };
+    const model = await buildDemoModel(config.model.path, settings.model, {
+      ...corpus,
+      tools: toolSpecs([...(await session.tools()).values()]),
+    });
+    // Marked as the demo's at once, so a demo killed during the warm start is replaced by the next one.
+    await writeOutputMarker(model.dir, "model-dir", DEMO_MAKER);
+    const modelSeconds = (performance.now() - started) / 1000;
+    const result = await warmStart({
+      session,
+      tasks: tasks.train,
+      settings: settings.warmStart,
+      dir: join(config.loop.run_dir, "warm"),
+    }, onStep);
+    return {
+      modelDir: model.dir,
+      adapterDir: result.out,
+      heldOut: tasks.heldOut,
+      warmStart: result,
+      modelSeconds,
+    };
+  } finally {
+    await session.close();
+  }
 }

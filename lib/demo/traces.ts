@@ -9,16 +9,9 @@
 
 import { join } from "node:path";
 import { readStageFile } from "../arrow/read.ts";
-import { writeStageFile } from "../arrow/write.ts";
-import type { Config } from "../config/schema.ts";
 import { mulberry32, randomInt } from "../data/random.ts";
 import type { Task } from "../data/task.ts";
-import type { ChatTokenizer } from "../model/chat.ts";
-import { writeTable } from "../arrow/stage_io.ts";
-import type { Tool } from "../tools/types.ts";
-import { rollout } from "../../stages/rollout.ts";
-import { score } from "../../stages/score.ts";
-import { mask } from "../../stages/mask.ts";
+import { mask, rollout, score, type Session, writeStageOutput } from "../pipeline/mod.ts";
 import { TeacherPolicy, type TracePlan } from "./teacher.ts";
 import type { WarmStartSettings } from "./settings.ts";
 
@@ -46,63 +39,38 @@ export function tracePlans(tasks: readonly Task[], s: WarmStartSettings): Map<st
 
 /** What the warm start needs from the run. */
 export interface WarmStartInputs {
-  config: Config;
-  configHash: string;
-  tokenizer: ChatTokenizer;
-  tools: ReadonlyMap<string, Tool>;
+  /** The warm start's session: the run's config with the sft loss (warm_start.ts `warmStartConfig`). */
+  session: Session;
   /** Training tasks: the first `settings.traces` become traces. */
   tasks: readonly Task[];
   settings: WarmStartSettings;
-  /** Directory for the trace files (`traces-NNN/{rollouts,batch}.arrow`) and the adapter (`adapter/`). */
+  /** Directory for the trace files (`traces/{rollouts,scored,batch}.arrow`) and the adapter (`adapter/`). */
   dir: string;
 }
 
 /**
- * Writes the warm start's traces as batch files of `tracesPerStep` traces each (through rollout, score
- * and mask: `dir/traces-NNN/{rollouts,batch}.arrow`), rows in task order; returns the batch files' paths.
+ * Writes the warm start's traces, one per task in task order, through the rollout, score and mask
+ * stages (`dir/traces/{rollouts,scored,batch}.arrow`); returns the batch file's path.
  */
-export async function writeWarmStartBatches(i: WarmStartInputs): Promise<string[]> {
-  const tasks = i.tasks.slice(0, i.settings.traces);
-  const plans = tracePlans(tasks, i.settings);
-  const teacher = new TeacherPolicy(i.tokenizer, tasks, (task) => plans.get(task.id)!);
-  const paths: string[] = [];
-  for (let start = 0, k = 0; start < tasks.length; start += i.settings.tracesPerStep, k++) {
-    const dir = join(i.dir, `traces-${String(k).padStart(3, "0")}`);
-    const chunk = tasks.slice(start, start + i.settings.tracesPerStep);
-    paths.push(await writeTraceBatch(i, teacher, chunk, dir));
-  }
-  return paths;
-}
-
-/** One batch file of teacher traces for `tasks`, in `dir`. */
-async function writeTraceBatch(i: WarmStartInputs, teacher: TeacherPolicy, tasks: Task[], dir: string) {
-  const { config } = i;
-  const out = await rollout(teacher, i.tokenizer, tasks, {
-    rollout: { ...config.rollout, group_size: 1 },
-    systemPrompt: config.data.system_prompt,
-    step: 0,
-    tools: i.tools,
-    showProgress: false,
-  });
+export async function writeWarmStartBatch(i: WarmStartInputs): Promise<string> {
+  const { session, settings } = i;
+  const tasks = i.tasks.slice(0, settings.traces);
+  const plans = tracePlans(tasks, settings);
+  const teacher = new TeacherPolicy(await session.tokenizer(), tasks, (task) => plans.get(task.id)!);
+  const dir = join(i.dir, "traces");
   await Deno.mkdir(dir, { recursive: true });
-  const rolloutsPath = join(dir, "rollouts.arrow");
-  await writeStageFile(rolloutsPath, "rollouts", out.columns, {
-    config_hash: i.configHash,
-    model: config.model.path,
-    adapter: "teacher",
-    tokenizer_hash: i.tokenizer.info.tokenizerSha256,
-    chat_template_hash: i.tokenizer.info.chatTemplateSha256,
-    sampling: { ...out.sampling, source: "demo teacher" },
-    seed: i.settings.seed,
+  const file = (kind: string) => join(dir, `${kind}.arrow`);
+  const traces = await rollout(session, tasks, {
+    step: 0,
+    policy: teacher,
+    settings: { ...session.config.rollout, group_size: 1 },
+    metadata: { adapter: "teacher", sampling: { source: "demo teacher" }, seed: settings.seed },
   });
-  const { tools: t } = config.rollout;
-  const scored = await score(await readStageFile(rolloutsPath, "rollouts"), {
-    config: config.score,
-    sandbox: { kind: t.sandbox, unsafeNoSandbox: t.unsafe_no_sandbox },
-    configHash: i.configHash,
-  });
-  const batch = mask(scored.table, { config: config.mask, configHash: i.configHash });
-  const batchPath = join(dir, "batch.arrow");
-  await writeTable(batchPath, "batch", batch.table);
-  return batchPath;
+  await writeStageOutput(file("rollouts"), traces);
+  await writeStageOutput(
+    file("scored"),
+    await score(session, await readStageFile(file("rollouts"), "rollouts")),
+  );
+  await writeStageOutput(file("batch"), mask(session, await readStageFile(file("scored"), "scored")));
+  return file("batch");
 }

@@ -1,6 +1,8 @@
 /**
- * The loop: N steps of rollout → score → mask → train in one run directory (layout.ts), the stage
- * functions called in this process with the policy kept loaded and its adapter switched between steps.
+ * The loop: N steps of rollout → score → mask → train in one run directory (layout.ts): the pipeline's
+ * stage functions called in this process with one Session for the whole run, so the policy, the tools
+ * and the trainer with its train graph are opened once; the trainer's adapter continues in memory from
+ * step to step, and the policy switches to each step's checkpoint.
  *
  * Step s (1-based) samples the tasks of `tasksForStep(train split, s)` with seeds from (run seed, s,
  * task, sample), writes `step-s/{rollouts,scored,batch,metrics}.arrow`, trains the adapter of step s − 1
@@ -16,27 +18,23 @@ import { copyFile } from "node:fs/promises";
 import { dirname } from "node:path";
 import { rolloutFileBytes } from "../arrow/estimate.ts";
 import { readStageFile } from "../arrow/read.ts";
-import { writeStageFile } from "../arrow/write.ts";
 import { writeTextAtomic } from "../fs/atomic.ts";
 import type { Config } from "../config/schema.ts";
-import { loadTasks, type Task } from "../data/mod.ts";
 import { checkFreeSpace } from "../fs/disk_space.ts";
-import type { Policy } from "../engine/policy.ts";
-import { openPolicy } from "../engine/open_policy.ts";
-import { policyOptionsOf } from "../engine/policy_options.ts";
-import type { ChatTokenizer } from "../model/chat.ts";
-import { loadTokenizer } from "../model/tokenizer.ts";
-import { requireHeldOut, splitHeldOut, tasksForStep } from "../rollout/tasks.ts";
-import { loadTools } from "../tools/registry.ts";
-import type { Tool } from "../tools/types.ts";
-import { evalSummaryLine, evaluate } from "../eval/evaluate.ts";
-import { writeTable } from "../arrow/stage_io.ts";
+import { requireHeldOut, tasksForStep } from "../rollout/tasks.ts";
 import { progress } from "../progress.ts";
-import { rollout, rolloutMetadata } from "../../stages/rollout.ts";
-import { score } from "../../stages/score.ts";
-import { mask } from "../../stages/mask.ts";
-import { train, trainOptionsOf } from "../../stages/train.ts";
-import { writeReport } from "../../stages/report.ts";
+import {
+  evalSummaryLine,
+  evaluate,
+  mask,
+  openSession,
+  report,
+  rollout,
+  score,
+  type Session,
+  train,
+  writeStageOutput,
+} from "../pipeline/mod.ts";
 import { RunLayout, stepName } from "./layout.ts";
 import { acquireRunLock } from "./lock.ts";
 import { completedSteps, keepRows, writeRunMetrics } from "./run_files.ts";
@@ -59,18 +57,11 @@ export interface LoopResult {
   evals: Map<number, ReturnType<typeof evalSummaryLine>>;
 }
 
-/** Everything a step needs, loaded once. */
+/** The run: its session (everything opened once), its directory, and the metrics rows so far. */
 interface RunContext {
-  config: Config;
-  configHash: string;
+  session: Session;
   layout: RunLayout;
-  policy: Policy;
-  tokenizer: ChatTokenizer;
-  tools: ReadonlyMap<string, Tool>;
-  train: Task[];
-  heldOut: Task[];
   rows: Record<string, number>[];
-  show: boolean;
 }
 
 /** Runs (or resumes) the loop of `config.loop`. */
@@ -85,26 +76,14 @@ export async function runLoop(config: Config, configHash: string, o: LoopOptions
   const layout = new RunLayout(config.loop.run_dir);
   await Deno.mkdir(layout.dir, { recursive: true });
   const release = await acquireRunLock(layout.lock);
-  let policy: Policy | null = null;
+  let session: Session | null = null;
   try {
     const done = o.resume ? await completedSteps(layout) : 0;
     if (o.resume) await checkResumable(layout, config);
     await writeSnapshot(layout, config);
-    const tasks = splitHeldOut(await loadTasks(config.data), config.eval.num_tasks);
     const adapter = done > 0 ? layout.adapter(done) : config.model.adapter;
-    policy = await openPolicy({ ...config.model, adapter }, policyOptionsOf(config, adapter));
-    const ctx: RunContext = {
-      config,
-      configHash,
-      layout,
-      policy,
-      tokenizer: await loadTokenizer(config.model.path),
-      tools: await loadTools(config.rollout.tools),
-      train: tasks.train,
-      heldOut: tasks.heldOut,
-      rows: await keepRows(layout, done),
-      show: o.showProgress ?? true,
-    };
+    session = openSession(config, configHash, { adapter, showProgress: o.showProgress });
+    const ctx: RunContext = { session, layout, rows: await keepRows(layout, done) };
     const evals = new Map<number, string>();
     if (done === 0 && config.loop.eval_every > 0) evals.set(0, await evalStep(ctx, 0));
     for (let step = done + 1; step <= config.loop.steps; step++) {
@@ -113,18 +92,23 @@ export async function runLoop(config: Config, configHash: string, o: LoopOptions
       await writeTextAtomic(layout.latest, `${stepName(step)}\n`); // last: the step is complete
       await pruneAdapter(ctx, step - 1);
     }
-    await writeReport(layout.dir, layout.report);
-    if (ctx.show) progress.log(`loop: report ${layout.report}`);
+    await writeStageOutput(layout.report, await report(layout.dir));
+    if (session.showProgress) progress.log(`loop: report ${layout.report}`);
     return { dir: layout.dir, step: Math.max(done, config.loop.steps), evals };
   } finally {
-    await policy?.close();
+    await session?.close();
     await release();
   }
 }
 
-/** One step: rollout → score → mask → train, each stage's file written as it is made. */
+/**
+ * One step: rollout → score → mask → train, each stage's file written as it is made and read back (so
+ * the next stage sees exactly the file a stage command would read); the policy then samples with the
+ * step's adapter.
+ */
 async function runStep(ctx: RunContext, step: number): Promise<void> {
-  const { config, layout, policy } = ctx;
+  const { session, layout } = ctx;
+  const { config } = session;
   await Deno.mkdir(layout.stepDir(step), { recursive: true });
   const seconds = { rollout: 0, score: 0, mask: 0, train: 0 };
   const timed = async <T>(stage: keyof typeof seconds, f: () => Promise<T> | T): Promise<T> => {
@@ -133,83 +117,44 @@ async function runStep(ctx: RunContext, step: number): Promise<void> {
     seconds[stage] = (performance.now() - started) / 1000;
     return value;
   };
-  const tasks = tasksForStep(ctx.train, step, config.rollout.tasks_per_step);
+  const tasks = tasksForStep((await session.tasks()).train, step, config.rollout.tasks_per_step);
   // Room for the step's rollouts, scored and batch files, before any episode is sampled.
   checkFreeSpace(layout.stepDir(step), 3 * rolloutFileBytes(config, tasks, "batch"));
-  const out = await timed("rollout", () =>
-    rollout(policy, ctx.tokenizer, tasks, {
-      rollout: config.rollout,
-      systemPrompt: config.data.system_prompt,
-      step,
-      tools: ctx.tools,
-      showProgress: ctx.show,
-    }));
-  const meta = await rolloutMetadata(out, policy, ctx.tokenizer, config, ctx.configHash);
-  await writeStageFile(layout.stepFile(step, "rollouts"), "rollouts", out.columns, meta);
+  const rolled = await timed("rollout", () => rollout(session, tasks, { step }));
+  await writeStageOutput(layout.stepFile(step, "rollouts"), rolled);
   const rollouts = await readStageFile(layout.stepFile(step, "rollouts"), "rollouts");
-  const scored = await timed("score", () =>
-    score(rollouts, {
-      config: config.score,
-      sandbox: {
-        kind: config.rollout.tools.sandbox,
-        unsafeNoSandbox: config.rollout.tools.unsafe_no_sandbox,
-      },
-      configHash: ctx.configHash,
-    }));
-  await writeTable(layout.stepFile(step, "scored"), "scored", scored.table);
-  const masked = await timed(
-    "mask",
-    async () =>
-      mask(await readStageFile(layout.stepFile(step, "scored"), "scored"), {
-        config: config.mask,
-        configHash: ctx.configHash,
-      }),
-  );
-  await writeTable(layout.stepFile(step, "batch"), "batch", masked.table);
+  const scored = await timed("score", () => score(session, rollouts, { step }));
+  await writeStageOutput(layout.stepFile(step, "scored"), scored);
+  const scoredFile = await readStageFile(layout.stepFile(step, "scored"), "scored");
+  const masked = await timed("mask", () => mask(session, scoredFile, { step }));
+  await writeStageOutput(layout.stepFile(step, "batch"), masked);
   const batch = await readStageFile(layout.stepFile(step, "batch"), "batch");
-  const previous = step > 1 ? layout.adapter(step - 1) : config.model.adapter;
-  const trained = await timed("train", () =>
-    train(batch, {
-      ...trainOptionsOf(
-        { ...config, model: { ...config.model, adapter: previous } },
-        ctx.configHash,
-        layout.adapter(step),
-      ),
-      overwrite: true, // a step redone after a kill replaces its own half-finished outputs
-    }));
+  const trained = await timed("train", () => train(session, batch, { step }));
+  // A step redone after a kill replaces its own half-finished checkpoint (the run is ours, locked).
+  await writeStageOutput(layout.adapter(step), trained);
   await copyStageFile(`${layout.adapter(step)}/metrics.arrow`, layout.stepFile(step, "metrics"));
-  await policy.setAdapter(layout.adapter(step));
+  await session.useAdapter(layout.adapter(step));
   const rewards = scored.table.getChild("reward")!.toArray() as Float32Array;
   const row = stepMetricsRow({
     step,
-    episodes: out.episodes,
+    episodes: rolled.episodes,
     rewards,
     score: scored.summary,
     mask: masked.summary,
-    train: trained.metrics,
+    train: trained.summary.metrics,
     seconds,
   });
   ctx.rows.push(row);
-  await writeRunMetrics(layout, ctx.rows, config, ctx.configHash);
+  await writeRunMetrics(layout, ctx.rows, config, session.configHash);
   console.log(stepLine(row, config.loop.steps));
 }
 
 /** Evaluates the current policy on the held-out split into eval/step-NNNN.arrow. */
 async function evalStep(ctx: RunContext, step: number): Promise<string> {
-  const { config, layout, policy } = ctx;
-  const result = await evaluate(policy, ctx.tokenizer, ctx.heldOut, config, ctx.tools, {
-    step,
-    showProgress: ctx.show,
-  });
-  await Deno.mkdir(dirname(layout.eval(step)), { recursive: true });
-  await writeStageFile(layout.eval(step), "eval", result.columns, {
-    config_hash: ctx.configHash,
-    model: config.model.path,
-    adapter: await policy.adapterId(),
-    sampling: { temperature: config.eval.temperature, samples: config.eval.samples },
-    seed: config.eval.seed,
-  });
-  const line = `${evalSummaryLine(result.summary)} at step ${step}`;
+  const out = await evaluate(ctx.session, { step });
+  await Deno.mkdir(dirname(ctx.layout.eval(step)), { recursive: true });
+  await writeStageOutput(ctx.layout.eval(step), out);
+  const line = `${evalSummaryLine(out.summary)} at step ${step}`;
   console.log(line);
   return line;
 }
@@ -221,7 +166,7 @@ function isEvalStep(config: Config, step: number): boolean {
 
 /** Drops the adapter of `step` unless `loop.save_every` keeps it (the latest one is always kept). */
 async function pruneAdapter(ctx: RunContext, step: number): Promise<void> {
-  const every = ctx.config.loop.save_every;
+  const every = ctx.session.config.loop.save_every;
   if (step < 1 || (every > 0 && step % every === 0)) return;
   await Deno.remove(ctx.layout.adapter(step), { recursive: true }).catch(() => {});
 }

@@ -20,13 +20,18 @@ import type { TrainEpisode } from "./batch.ts";
 const PER_TOKEN = resolveKind("batch").allColumns.filter((c) => c.perToken).map((c) => c.name);
 
 /**
- * Every row of `batch` as a training episode; a row whose per-token lists, prompt_len or token ids
- * (with `vocabSize`, below it) do not fit its tokens is refused with a UserError naming it.
+ * The rows of `batch` (default all, in order) as training episodes; a row whose per-token lists,
+ * prompt_len or token ids (with `vocabSize`, below it) do not fit its tokens is refused with a UserError
+ * naming it.
  */
-export function episodesOf(batch: StageFile, vocabSize?: number): TrainEpisode[] {
+export function episodesOf(
+  batch: StageFile,
+  vocabSize?: number,
+  rows: Iterable<number> = Array.from({ length: batch.rows }, (_, i) => i),
+): TrainEpisode[] {
   const out: TrainEpisode[] = [];
   const promptLen = batch.vector("prompt_len");
-  for (let i = 0; i < batch.rows; i++) {
+  for (const i of rows) {
     const tokens = batch.listAt<Int32Array>("tokens", i);
     for (const name of PER_TOKEN) {
       const n = batch.listAt(name, i).length;

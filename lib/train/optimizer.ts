@@ -15,6 +15,10 @@ export type Tensors = Map<string, Float32Array>;
 /** Optimizer settings (`train.optimizer` in config.yaml). */
 export interface OptimizerConfig {
   name: "adamw" | "sgd";
+  /** Peak learning rate (the schedule scales it per step). */
+  lr: number;
+  /** Clip the global gradient norm to this before the update; 0 = off. */
+  max_grad_norm: number;
   betas: readonly number[];
   eps: number;
   weight_decay: number;
@@ -39,12 +43,15 @@ export function initOptimizerState(name: "adamw" | "sgd", params: Tensors): Opti
   };
 }
 
+/** The update rule's own settings (the learning rate comes per step, from the schedule). */
+export type UpdateRule = Pick<OptimizerConfig, "name" | "betas" | "eps" | "weight_decay">;
+
 /** Applies one step in place to `params` with learning rate `lr`; advances `state.step`. */
 export function optimizerStep(
   params: Tensors,
   grads: Tensors,
   state: OptimizerState,
-  config: OptimizerConfig,
+  config: UpdateRule,
   lr: number,
 ): void {
   state.step += 1;
@@ -67,7 +74,7 @@ function adamwUpdate(
   v: Float32Array,
   step: number,
   lr: number,
-  config: OptimizerConfig,
+  config: UpdateRule,
 ): void {
   const [b1, b2] = config.betas;
   const c1 = 1 - b1 ** step, c2 = 1 - b2 ** step;

@@ -37,9 +37,8 @@ export interface StepSettings {
   maxResponseTokens: number;
   microBatchTokens: number;
   numIterations: number;
+  /** The optimizer, its learning rate and gradient clipping (`train.optimizer`). */
   optimizer: OptimizerConfig;
-  lr: number;
-  maxGradNorm: number;
   schedule: ScheduleConfig;
   /** Optimizer steps of the whole run, for the schedule. */
   totalSteps: number;
@@ -89,8 +88,8 @@ export async function trainOnBatch(
     const started = performance.now();
     const order = shuffled(batches, s.seed + state.step);
     const sums = await accumulate(trainer, order, params, s.scalars);
-    const gradNorm = clipGradNorm(sums.grads, s.maxGradNorm);
-    const lr = scheduledLr(s.lr, state.step + 1, s.totalSteps, s.schedule);
+    const gradNorm = clipGradNorm(sums.grads, s.optimizer.max_grad_norm);
+    const lr = scheduledLr(s.optimizer.lr, state.step + 1, s.totalSteps, s.schedule);
     optimizerStep(params, sums.grads, state, s.optimizer, lr);
     rows.push({
       step: state.step,

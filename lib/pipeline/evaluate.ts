@@ -9,21 +9,13 @@
  * @module
  */
 
-import type { Config } from "../config/schema.ts";
-import type { Task } from "../data/task.ts";
-import type { Policy } from "../engine/policy.ts";
-import type { ChatTokenizer } from "../model/chat.ts";
 import type { ColumnInput } from "../arrow/build.ts";
 import { buildTable } from "../arrow/write.ts";
-import type { Tool } from "../tools/types.ts";
-import { rollout } from "../../stages/rollout.ts";
-import { score } from "../../stages/score.ts";
-
-/** What an evaluation produced. */
-export interface EvalResult {
-  columns: Record<string, ColumnInput>;
-  summary: EvalSummary;
-}
+import type { Task } from "../data/task.ts";
+import type { StageOutput } from "./output.ts";
+import { rollout } from "./rollout.ts";
+import { score } from "./score.ts";
+import type { Session } from "./session.ts";
 
 export interface EvalSummary {
   episodes: number;
@@ -37,37 +29,29 @@ export interface EvalSummary {
   reward_mean: number;
 }
 
-/** Evaluates `policy` on `tasks` (the held-out split). */
+/** What one evaluation runs. */
+export interface EvalRequest {
+  /** The loop step it follows (part of every seed and episode id; 0 outside a loop). */
+  step: number;
+  /** The tasks (default the session's held-out split). */
+  tasks?: readonly Task[];
+}
+
+/** Evaluates the session's policy on the held-out tasks (or `request.tasks`): the eval table. */
 export async function evaluate(
-  policy: Policy,
-  tokenizer: ChatTokenizer,
-  tasks: readonly Task[],
-  config: Config,
-  tools: ReadonlyMap<string, Tool>,
-  options: { step: number; showProgress?: boolean },
-): Promise<EvalResult> {
+  session: Session,
+  request: EvalRequest,
+): Promise<StageOutput<"eval", EvalSummary>> {
+  const { config } = session;
   const e = config.eval;
-  const sampling = { ...config.rollout.generation, temperature: e.temperature, seed: e.seed };
-  const out = await rollout(policy, tokenizer, tasks, {
-    rollout: { ...config.rollout, group_size: e.samples, generation: sampling },
-    systemPrompt: config.data.system_prompt,
-    step: options.step,
-    tools,
-    showProgress: options.showProgress,
+  const tasks = request.tasks ?? (await session.tasks()).heldOut;
+  const generation = { ...config.rollout.generation, temperature: e.temperature, seed: e.seed };
+  const out = await rollout(session, tasks, {
+    step: request.step,
+    settings: { ...config.rollout, group_size: e.samples, generation },
+    metadata: { config_hash: "" },
   });
-  const rolloutsTable = buildTable("(eval rollouts)", "rollouts", out.columns, {
-    config_hash: "",
-    model: config.model.path,
-    adapter: await policy.adapterId(),
-    tokenizer_hash: tokenizer.info.tokenizerSha256,
-    chat_template_hash: tokenizer.info.chatTemplateSha256,
-    sampling: out.sampling,
-    seed: e.seed,
-  });
-  const { table } = await score(rolloutsTable, {
-    config: config.score,
-    sandbox: { kind: config.rollout.tools.sandbox, unsafeNoSandbox: config.rollout.tools.unsafe_no_sandbox },
-  });
+  const { table } = await score(session, out.table, { step: request.step });
   const reward = Array.from(table.getChild("reward")!.toArray() as Float32Array);
   const correct = Array.from({ length: table.numRows }, (_, i) => Boolean(table.getChild("correct")!.get(i)));
   const rewardColumns = Object.fromEntries(
@@ -91,7 +75,19 @@ export async function evaluate(
     used_tool: usedTool,
     ...rewardColumns,
   };
-  return { columns, summary: summarize(eps.map((ep) => ep.taskId), correct, usedTool, reward, e.samples) };
+  const policy = await session.policy();
+  const metadata = {
+    config_hash: session.configHash,
+    model: config.model.path,
+    adapter: await policy.adapterId(),
+    sampling: { temperature: e.temperature, samples: e.samples },
+    seed: e.seed,
+  };
+  return {
+    kind: "eval",
+    table: buildTable("(eval)", "eval", columns, metadata),
+    summary: summarize(eps.map((ep) => ep.taskId), correct, usedTool, reward, e.samples),
+  };
 }
 
 function summarize(

@@ -1,0 +1,107 @@
+/**
+ * The rollout stage: `group_size` multi-turn episodes for each task, sampled with the session's policy
+ * (chat template, tools, environment, continuous batching), as the rollouts table (lib/rollout/ does the
+ * episodes; this file turns a request into them and them into the table and its metadata).
+ *
+ * @module
+ */
+
+import type { MetadataInput } from "../arrow/metadata.ts";
+import { buildTable } from "../arrow/write.ts";
+import type { RolloutConfig } from "../config/schema.ts";
+import type { Task } from "../data/task.ts";
+import type { Policy } from "../engine/policy.ts";
+import { rolloutColumns } from "../rollout/columns.ts";
+import { environmentFactory } from "../rollout/environments.ts";
+import { Limiter } from "../rollout/limiter.ts";
+import { RolloutProgress } from "../rollout/progress.ts";
+import { type Episode, runRollout } from "../rollout/rollout.ts";
+import { toolSpecs } from "../tools/registry.ts";
+import type { StageOutput } from "./output.ts";
+import type { Session } from "./session.ts";
+
+/** What one rollout samples, beyond the tasks. */
+export interface RolloutRequest {
+  /** Loop step: part of every seed and episode id (0 for a single rollout). */
+  step: number;
+  /** Group ids of the tasks (default their index; a shard passes its tasks' places in the step). */
+  groupIds?: readonly number[];
+  /** Rollout settings (default the session's `rollout`); the evaluation passes its own sampling. */
+  settings?: RolloutConfig;
+  /** Sample with this policy instead of the session's (the demo's teacher writes its traces so). */
+  policy?: Policy;
+  /** Metadata replacing the defaults; `sampling` is merged into the generation settings (the teacher's
+   * traces name their source this way). */
+  metadata?: Partial<MetadataInput>;
+}
+
+export interface RolloutSummary {
+  episodes: number;
+  /** Generated tokens per second of wall time. */
+  tokensPerSecond: number;
+  seconds: number;
+}
+
+/** The rollouts table, plus the episodes as the rollout produced them. */
+export interface RolloutOutput extends StageOutput<"rollouts", RolloutSummary> {
+  episodes: Episode[];
+}
+
+/** Samples the episodes of `tasks` (`group_size` each) with the session's policy. */
+export async function rollout(
+  session: Session,
+  tasks: readonly Task[],
+  request: RolloutRequest,
+): Promise<RolloutOutput> {
+  const { config } = session;
+  const settings = request.settings ?? config.rollout;
+  const { generation: g, environment: e } = settings;
+  const [policy, tokenizer, tools] = await Promise.all([
+    request.policy ?? session.policy(),
+    session.tokenizer(),
+    session.tools(),
+  ]);
+  const makeEnv = await environmentFactory(
+    { rollout: settings, data: { system_prompt: config.data.system_prompt } },
+    tools,
+    new Limiter(settings.tools.max_concurrency),
+  );
+  const bar = new RolloutProgress(tasks.length * settings.group_size, session.showProgress);
+  const started = performance.now();
+  const episodes = await runRollout(policy, tokenizer, tasks, makeEnv, {
+    groupSize: settings.group_size,
+    seed: g.seed,
+    step: request.step,
+    maxNewTokens: g.max_new_tokens,
+    maxTotalTokens: g.max_total_tokens,
+    maxTurns: e.max_turns,
+    temperature: g.temperature,
+    topK: g.top_k,
+    topP: g.top_p,
+    enableThinking: g.enable_thinking,
+    toolSpecs: toolSpecs([...tools.values()]),
+    groupIds: request.groupIds,
+    onEpisode: (episode) => bar.add(episode),
+  });
+  const seconds = (performance.now() - started) / 1000;
+  bar.done(seconds);
+  const sampling = { ...g, max_turns: e.max_turns, environment: e.kind, tools: [...tools.keys()] };
+  const { sampling: extra, ...given } = request.metadata ?? {};
+  const metadata: MetadataInput = {
+    config_hash: session.configHash,
+    model: config.model.path,
+    adapter: await policy.adapterId(),
+    tokenizer_hash: tokenizer.info.tokenizerSha256,
+    chat_template_hash: tokenizer.info.chatTemplateSha256,
+    sampling: { ...sampling, ...extra },
+    seed: g.seed,
+    ...given,
+  };
+  const generated = episodes.reduce((n, ep) => n + ep.sampled.reduce((a, b) => a + b, 0), 0);
+  return {
+    kind: "rollouts",
+    table: buildTable("(rollouts)", "rollouts", rolloutColumns(episodes), metadata),
+    summary: { episodes: episodes.length, tokensPerSecond: generated / Math.max(seconds, 1e-9), seconds },
+    episodes,
+  };
+}

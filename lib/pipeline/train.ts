@@ -1,0 +1,154 @@
+/**
+ * The train stage: `train.num_iterations` optimizer steps of the session's adapter on a batch table,
+ * with the trainer the session opened once (the train graph and its onnxruntime session are built once
+ * per run, not per step: lib/train/train_session.ts). The adapter and optimizer state change in memory;
+ * the output carries the metrics table (one row per optimizer step) and the checkpoint that
+ * `writeStageOutput` writes as one directory (PEFT adapter, optimizer state, metrics.arrow).
+ *
+ * The batch is checked whole (per-token lists, prompt_len, token ids against the model's vocabulary)
+ * before the trainer opens, so a bad batch never waits for a model load (lib/train/episodes.ts).
+ *
+ * @module
+ */
+
+import { resolve } from "node:path";
+import type { ColumnInput } from "../arrow/build.ts";
+import { buildTable } from "../arrow/write.ts";
+import type { Config } from "../config/schema.ts";
+import { UserError } from "../errors.ts";
+import { adapterId } from "../model/adapter_id.ts";
+import { readQwen3Config } from "../model/hf_config.ts";
+import { episodesOf, samplingTemperature } from "../train/episodes.ts";
+import { type StepMetrics, type StepSettings, trainOnBatch } from "../train/step.ts";
+import type { StageFile } from "../arrow/stage_file.ts";
+import { type CheckpointOutput, stageFileOf, type StageInput } from "./output.ts";
+import type { Session } from "./session.ts";
+
+export interface TrainRequest {
+  step: number;
+  /** The batch rows to train on (default all): the demo's warm start takes a few traces per step. */
+  rows?: readonly number[];
+  /** Called with each optimizer step's metrics as soon as it finishes. */
+  onStep?: (metrics: StepMetrics) => void;
+}
+
+export interface TrainSummary {
+  metrics: StepMetrics[];
+  /** Identity of the trained adapter (as rollouts record it). */
+  adapterId: string;
+}
+
+/** Trains the session's adapter on `batch`. */
+export async function train(
+  session: Session,
+  batch: StageInput,
+  request: TrainRequest,
+): Promise<CheckpointOutput<TrainSummary>> {
+  const { config } = session;
+  const file = stageFileOf(batch, "batch");
+  const vocab = (await readQwen3Config(resolve(config.model.path))).vocab_size;
+  const episodes = episodesOf(file, vocab, checkedRows(file, request.rows));
+  const ts = await session.trainer();
+  const { adapter, optimizer } = ts.checkpoint;
+  const metrics = await trainOnBatch(ts.trainer, episodes, adapter.weights, optimizer, {
+    ...stepSettingsOf(config, file),
+    onStep: request.onStep,
+  });
+  const id = await adapterId(adapter, ts.model.config);
+  const table = buildTable("(metrics)", "metrics", metricsColumns(metrics), {
+    config_hash: session.configHash,
+    input_hashes: { batch: file.sha256 },
+    model: ts.model.dir,
+    adapter: id,
+    seed: config.train.seed,
+  });
+  return {
+    kind: "metrics",
+    table,
+    summary: { metrics, adapterId: id },
+    checkpoint: {
+      state: ts.checkpoint,
+      modelConfig: ts.model.config,
+      baseModel: ts.model.dir,
+      baseConfigSha256: ts.baseConfigSha256,
+      configHash: session.configHash,
+    },
+  };
+}
+
+/** The train settings of one batch: the one place config maps to the trainer's options. */
+export function stepSettingsOf(config: Config, batch: StageFile): StepSettings {
+  const { train: c, rollout, loop } = config;
+  const sft = c.loss.aggregation === "sft";
+  return {
+    aggregation: c.loss.aggregation,
+    maxResponseTokens: c.loss.max_response_tokens ?? rollout.generation.max_total_tokens,
+    microBatchTokens: c.micro_batch_tokens,
+    numIterations: c.num_iterations,
+    optimizer: c.optimizer,
+    schedule: c.schedule,
+    totalSteps: loop.steps * c.num_iterations,
+    scalars: {
+      temperature: samplingTemperature(batch, rollout.generation.temperature),
+      epsLow: c.loss.eps_low,
+      epsHigh: c.loss.eps_high,
+      beta: c.loss.beta,
+    },
+    seed: c.seed,
+    rolloutIs: c.loss.rollout_is === "none" || sft
+      ? undefined
+      : { mode: c.loss.rollout_is, cap: c.loss.rollout_is_cap },
+  };
+}
+
+/** The rows asked for, each a row of `file` (all rows when none are given). */
+function checkedRows(file: StageFile, rows: readonly number[] | undefined): number[] | undefined {
+  const bad = rows?.find((r) => !Number.isInteger(r) || r < 0 || r >= file.rows);
+  if (bad !== undefined) {
+    throw new UserError(`train: row ${bad} of ${file.path}`, {
+      why: `the batch has rows 0 to ${file.rows - 1}`,
+      fix: "pass rows of the batch",
+    });
+  }
+  return rows ? [...rows] : undefined;
+}
+
+/** metrics.arrow's columns, one row per optimizer step. */
+function metricsColumns(rows: StepMetrics[]): Record<string, ColumnInput> {
+  const column = <K extends keyof StepMetrics>(k: K) => rows.map((r) => r[k] as number);
+  return {
+    step: Int32Array.from(column("step")),
+    loss: Float64Array.from(column("loss")),
+    pg_loss: Float64Array.from(column("pg_loss")),
+    kl: Float64Array.from(column("kl")),
+    clip_frac: Float64Array.from(column("clip_frac")),
+    grad_norm: Float64Array.from(column("grad_norm")),
+    lr: Float64Array.from(column("lr")),
+    tokens: Int32Array.from(column("tokens")),
+    seconds: Float64Array.from(column("seconds")),
+    entropy: Float64Array.from(column("entropy")),
+    ...mismatchColumns(rows),
+  };
+}
+
+/** With train.loss.rollout_is on: `rollout_logprob_diff` and `rollout_is_clip_frac` (rollout_is.ts). */
+function mismatchColumns(rows: StepMetrics[]): Record<string, Float64Array> {
+  if (!rows.some((r) => r.rolloutIs)) return {};
+  return {
+    rollout_logprob_diff: Float64Array.from(rows, (r) => r.rolloutIs?.rollout_logprob_diff ?? NaN),
+    rollout_is_clip_frac: Float64Array.from(rows, (r) => r.rolloutIs?.rollout_is_clip_frac ?? NaN),
+  };
+}
+
+/** One optimizer step's numbers, as progress lines show them. */
+export function stepLine(m: StepMetrics): string {
+  const mismatch = m.rolloutIs
+    ? ` |Δ old| ${m.rolloutIs.rollout_logprob_diff.toExponential(2)} is_clip ${
+      m.rolloutIs.rollout_is_clip_frac.toFixed(3)
+    }`
+    : "";
+  return `loss ${m.loss.toFixed(5)} kl ${m.kl.toFixed(5)} clip ${m.clip_frac.toFixed(3)} ` +
+    `grad_norm ${m.grad_norm.toFixed(4)} lr ${m.lr.toExponential(2)} tokens ${m.tokens} ${
+      m.seconds.toFixed(1)
+    }s${mismatch}`;
+}

@@ -1,0 +1,112 @@
+/**
+ * `TrainSession`: what training keeps open for a whole run — the model directory, the train graph and
+ * its onnxruntime session (built once: seconds for a large model, docs/ENGINE_FACTS.md), and the adapter
+ * being trained with its optimizer state, in memory. A train step updates the adapter in place; the
+ * next step continues from it without reading the checkpoint back (the checkpoint holds the same
+ * float32 tensors, so continuing from memory equals continuing from the file, bit for bit).
+ *
+ * `checkTrainStart` reads only small JSON files, so commands call it before any model loads: an
+ * adapter to continue must have `train.lora`'s shape and come from the same base model.
+ *
+ * @module
+ */
+
+import { join } from "node:path";
+import type { ModelConfig, TrainConfig } from "../config/schema.ts";
+import { UserError } from "../errors.ts";
+import { sha256Hex } from "../fs/sha256.ts";
+import { type Adapter, initLoraWeights, type LoraSpec } from "../model/lora.ts";
+import { type ModelDir, openModelDir } from "../model/model_dir.ts";
+import { ADAPTER_CONFIG, parseAdapterConfig } from "../model/peft.ts";
+import { type Checkpoint, loadCheckpoint, loraDifferences, STATE_FILE } from "./checkpoint.ts";
+import { initOptimizerState } from "./optimizer.ts";
+import { Trainer } from "./trainer.ts";
+
+/** The LoRA spec of `train.lora`. */
+export function loraSpecOf(train: TrainConfig): LoraSpec {
+  const { r, alpha, rslora, targets } = train.lora;
+  return { r, alpha, rslora, targets: [...targets] };
+}
+
+/** Refuses, before any model loads, an adapter whose LoRA shape or base model differs from the run's. */
+export async function checkTrainStart(model: ModelConfig, train: TrainConfig, adapter: string | null) {
+  if (!adapter) return;
+  const path = join(adapter, ADAPTER_CONFIG);
+  const saved = parseAdapterConfig(JSON.parse(await Deno.readTextFile(path)), path);
+  const differences = loraDifferences(saved, loraSpecOf(train));
+  if (differences.length > 0) {
+    throw new UserError(`train: adapter ${adapter}`, {
+      value: differences.join(", "),
+      why: "its LoRA shape differs from train.lora",
+      fix: "set train.lora (e.g. --train.lora.r=N) to the adapter's values, or start without an adapter",
+    });
+  }
+  await checkSameBase(adapter, model.path);
+}
+
+/** Refuses to continue a checkpoint saved on another base model (its config.json differs). */
+async function checkSameBase(adapter: string, modelPath: string): Promise<void> {
+  let state: { base_config_sha256?: string; base_model?: string };
+  try {
+    state = JSON.parse(await Deno.readTextFile(join(adapter, STATE_FILE)));
+  } catch {
+    return; // a plain PEFT adapter: nothing recorded to compare
+  }
+  const sha256 = await sha256Hex(await Deno.readFile(join(modelPath, "config.json")));
+  const saved = state.base_config_sha256;
+  if (saved && saved !== sha256) {
+    throw new UserError(`train: the adapter checkpoint's base model`, {
+      value: state.base_model,
+      why: `it was trained on another base model (config.json sha256 ${
+        saved.slice(0, 12)
+      }…, ${modelPath} has ${sha256.slice(0, 12)}…)`,
+      fix: "set model.path to the base model the adapter was trained on, or start without an adapter",
+    });
+  }
+}
+
+export class TrainSession {
+  readonly model: ModelDir;
+  readonly trainer: Trainer;
+  /** The adapter being trained and its optimizer state: updated in place by each step. */
+  readonly checkpoint: Checkpoint;
+  /** sha256 of the base model's config.json, recorded in every checkpoint. */
+  readonly baseConfigSha256: string;
+
+  private constructor(model: ModelDir, trainer: Trainer, checkpoint: Checkpoint, baseConfigSha256: string) {
+    this.model = model;
+    this.trainer = trainer;
+    this.checkpoint = checkpoint;
+    this.baseConfigSha256 = baseConfigSha256;
+  }
+
+  /**
+   * Opens the model and builds the train graph once; the adapter starts from `adapter` (a checkpoint or
+   * PEFT directory) or fresh (A Kaiming-uniform, B = 0, seeded by `train.seed`).
+   */
+  static async open(model: ModelConfig, train: TrainConfig, adapter: string | null): Promise<TrainSession> {
+    await checkTrainStart(model, train, adapter);
+    const dir = await openModelDir(model.path);
+    const baseConfigSha256 = await sha256Hex(await Deno.readFile(join(dir.dir, "config.json")));
+    const spec = loraSpecOf(train);
+    const checkpoint = adapter
+      ? await loadCheckpoint(adapter, dir.config, train.optimizer.name)
+      : freshCheckpoint(dir, spec, train);
+    const trainer = await Trainer.create(dir, {
+      lora: spec,
+      objective: train.loss.aggregation === "sft" ? "sft" : "grpo",
+      withReference: train.loss.beta > 0,
+      ep: model.ep,
+    }, { threads: model.threads });
+    return new TrainSession(dir, trainer, checkpoint, baseConfigSha256);
+  }
+
+  async close(): Promise<void> {
+    await this.trainer.close();
+  }
+}
+
+function freshCheckpoint(model: ModelDir, spec: LoraSpec, train: TrainConfig): Checkpoint {
+  const adapter: Adapter = { spec, weights: initLoraWeights(model.config, spec, train.seed) };
+  return { adapter, optimizer: initOptimizerState(train.optimizer.name, adapter.weights) };
+}
