@@ -13,6 +13,9 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { readStageFile } from "../lib/arrow/read.ts";
+import { loadConfig } from "../lib/config/mod.ts";
+import { runLoop } from "../lib/run/loop.ts";
+import { Trainer } from "../lib/train/trainer.ts";
 import { sha256Hex } from "../lib/fs/sha256.ts";
 import { makeTinyModel } from "./helpers/tiny_model.ts";
 
@@ -228,3 +231,49 @@ async function exists(path: string): Promise<boolean> {
     return false;
   }
 }
+
+Deno.test("a 3-step loop builds the train graph once and equals the stage commands run by hand, step by step", async () => {
+  const { dir, config } = await setup();
+  const run = join(dir, "run");
+  const { config: resolved, hash } = await loadConfig({ file: config, overrides: [["loop.run_dir", run]] });
+  const before = Trainer.created;
+  const result = await runLoop(resolved, hash, { resume: false, showProgress: false });
+  assert.equal(result.step, 3);
+  assert.equal(Trainer.created - before, 1, "one train graph and session for the whole run");
+
+  const hand = join(dir, "hand");
+  const stage = async (name: string, args: string[]) => {
+    const out = await deno([`stages/${name}.ts`, "--config", config, ...args]).output();
+    assert.equal(out.code, 0, new TextDecoder().decode(out.stderr));
+  };
+  for (let step = 1; step <= 3; step++) {
+    const at = (f: string) => join(hand, `step-${step}`, f);
+    await Deno.mkdir(join(hand, `step-${step}`), { recursive: true });
+    const adapter = step > 1 ? [`--adapter=${join(hand, `step-${step - 1}`, "adapter")}`] : [];
+    await stage("rollout", ["--step", String(step), "--out", at("rollouts.arrow"), ...adapter]);
+    await stage("score", ["--in", at("rollouts.arrow"), "--out", at("scored.arrow")]);
+    await stage("mask", ["--in", at("scored.arrow"), "--out", at("batch.arrow")]);
+    await stage("train", ["--in", at("batch.arrow"), "--out", at("adapter"), ...adapter]);
+    const loopStep = join(run, `step-000${step}`);
+    assert.deepEqual(
+      await trajectory(at("rollouts.arrow")),
+      await trajectory(join(loopStep, "rollouts.arrow")),
+    );
+    for (const [file, column] of [["scored", "reward"], ["batch", "advantages"]] as const) {
+      const [x, y] = [
+        await readStageFile(at(`${file}.arrow`), file),
+        await readStageFile(join(loopStep, `${file}.arrow`), file),
+      ];
+      const values = (f: typeof x) =>
+        column === "reward" ? f.vector(column).toArray() : f.listColumn(column).values;
+      assert.deepEqual(Array.from(values(x)), Array.from(values(y)), `step ${step} ${column}`);
+    }
+    for (const f of ["adapter_model.safetensors", "optimizer.safetensors"]) {
+      assert.equal(
+        await fileHash(at(`adapter/${f}`)),
+        await fileHash(join(run, "adapters", `step-000${step}`, f)),
+        `step ${step} ${f}`,
+      );
+    }
+  }
+});

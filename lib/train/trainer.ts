@@ -51,6 +51,9 @@ export class Trainer {
     this.maxChunk = headChunkRows(model.config.vocab_size);
   }
 
+  /** Train graphs built and sessions opened in this process (a run should build one: tests count). */
+  static created = 0;
+
   /** Builds the train graph for `spec` and opens its session (seconds for a large model). */
   static async create(
     model: ModelDir,
@@ -59,6 +62,7 @@ export class Trainer {
   ): Promise<Trainer> {
     const built = buildTrainModel(model, spec);
     const session = await createSession(built.bytes, built.externalFolder, { ...options, ep: spec.ep });
+    Trainer.created++;
     return new Trainer(model, spec, session);
   }
 
