@@ -3,30 +3,32 @@
  * attribute readers, `reduceTo` (sums a broadcast gradient back to an input's shape) and small
  * shape utilities. Rules use only ops of the table, through `gradOps(g)`.
  *
- * This file imports the table's family files (not `ops.ts`, and not `compose.ts`, which reads the
- * whole table when it loads): the family files import it back, and nothing here runs at load time.
+ * `gradOps` binds the emitter files (`emit_*.ts`), never the tables (`ops_*.ts`): the tables hold
+ * the rules that import this file, so the emitters sit below both and no import runs in a circle.
+ *
+ * @module
  */
 
 import type { GraphBuilder, NodeRecord, Value } from "./builder.ts";
 import type { DType } from "./dtype.ts";
-import { bindTable, type BoundTable, type GradContext } from "./op_def.ts";
-import { ELEMENTWISE_OPS, MATH_OPS } from "./ops_math.ts";
-import { REDUCE_OPS } from "./ops_reduce.ts";
-import { SHAPE_OPS } from "./ops_shape.ts";
+import { ELEMENTWISE_EMITTERS, MATH_EMITTERS } from "./emit_math.ts";
+import { REDUCE_EMITTERS } from "./emit_reduce.ts";
+import { SHAPE_EMITTERS } from "./emit_shape.ts";
+import { bindEmitters, type BoundEmitters, type GradContext } from "./op_def.ts";
 import type { Dim } from "./proto.ts";
 import { sameShape, type Shape, trackInts } from "./shape.ts";
 
-const gradTable = () => ({ ...ELEMENTWISE_OPS, ...MATH_OPS, ...REDUCE_OPS, ...SHAPE_OPS });
+const GRAD_EMITTERS = { ...ELEMENTWISE_EMITTERS, ...MATH_EMITTERS, ...REDUCE_EMITTERS, ...SHAPE_EMITTERS };
 
 /** The emitters gradient rules may use, bound to one builder. */
-export type GradOps = BoundTable<ReturnType<typeof gradTable>>;
+export type GradOps = BoundEmitters<typeof GRAD_EMITTERS>;
 
 const bound = new WeakMap<GraphBuilder, GradOps>();
 
 /** The table's math, reduce and shape emitters bound to `g` (made once per builder). */
 export function gradOps(g: GraphBuilder): GradOps {
   let ops = bound.get(g);
-  if (!ops) bound.set(g, ops = bindTable(g, gradTable()));
+  if (!ops) bound.set(g, ops = bindEmitters(g, GRAD_EMITTERS));
   return ops;
 }
 

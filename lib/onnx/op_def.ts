@@ -2,8 +2,13 @@
  * The shape of an op table entry: a typed emitter and, beside it, the op's gradient rule.
  *
  * Emitters take the builder first, then typed operands and options, check what they can (attribute
- * values, input counts) and call `g.op`. Gradient rules sit beside them in `ops_*.ts`; the reverse
- * walk (`autodiff.ts`) looks a node's rule up by op type and throws, naming the op, where it is missing.
+ * values, input counts) and call `g.op`; they live in `emit_*.ts`. Gradient rules sit beside the
+ * entries in `ops_*.ts`, which pair each emitter with its rule (`pairRules`); the reverse walk
+ * (`autodiff.ts`) looks a node's rule up by op type and throws, naming the op, where it is missing.
+ *
+ * This file imports neither emitters nor tables: every other file of the op table builds on it.
+ *
+ * @module
  */
 
 import type { GraphBuilder, NodeRecord, Value } from "./builder.ts";
@@ -81,16 +86,36 @@ export type Bound<E extends Emit> = E extends (g: GraphBuilder, ...args: infer A
   ? (...args: A) => R
   : never;
 
-/** Every emitter of a table, bound to one builder. */
-export type BoundTable<T extends Record<string, OpDef>> = { readonly [K in keyof T]: Bound<T[K]["emit"]> };
+/** Every emitter of an emitter table, bound to one builder. */
+export type BoundEmitters<T extends Record<string, Emit>> = { readonly [K in keyof T]: Bound<T[K]> };
 
-/** Binds every emitter of `table` to `g` (the op table's `bindOps` does this for the whole table). */
-export function bindTable<T extends Record<string, OpDef>>(g: GraphBuilder, table: T): BoundTable<T> {
+/** Binds every emitter of `emitters` to `g` (the op table's `bindOps` does this for the whole table). */
+export function bindEmitters<T extends Record<string, Emit>>(g: GraphBuilder, emitters: T): BoundEmitters<T> {
   const bound: Record<string, unknown> = {};
-  for (const [name, entry] of Object.entries(table)) {
-    bound[name] = (...args: unknown[]) => entry.emit(g, ...args);
+  for (const [name, emit] of Object.entries(emitters)) {
+    bound[name] = (...args: unknown[]) => emit(g, ...args);
   }
-  return bound as BoundTable<T>;
+  return bound as BoundEmitters<T>;
+}
+
+/** What a table entry adds to its emitter: the gradient rule, and the inputs no gradient flows through. */
+export interface GradSpec {
+  readonly grad?: GradRule;
+  readonly nondiff?: readonly number[];
+}
+
+/**
+ * A family's table: every emitter of `emitters` (keyed by ONNX op type) paired with its entry of
+ * `rules`. `rules` must name every op of the family, so an emitter cannot be added without saying
+ * what its gradient is (a rule, or the inputs that carry none).
+ */
+export function pairRules<E extends Record<string, Emit>>(
+  emitters: E,
+  rules: { readonly [K in keyof E]: GradSpec },
+): { readonly [K in keyof E]: OpDef<E[K]> } {
+  const table: Record<string, OpDef> = {};
+  for (const [opType, emit] of Object.entries(emitters)) table[opType] = def(opType, emit, rules[opType]);
+  return table as { readonly [K in keyof E]: OpDef<E[K]> };
 }
 
 /** Throws a one-line error naming the op when a check fails. */

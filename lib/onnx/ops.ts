@@ -1,6 +1,8 @@
 /**
- * The op table: one entry per ONNX op type, each with its typed emitter and (from the autodiff
- * issue on) its gradient rule side by side. Entries live in `ops_*.ts` by family.
+ * The op table: one entry per ONNX op type, each with its typed emitter and its gradient rule side
+ * by side. Entries live in `ops_*.ts` by family (their emitters in `emit_*.ts`, see `emit_math.ts`
+ * for why). The reverse walk is `autodiff.ts`, which reads this table; this file does not import it
+ * back, so the two stay out of a cycle.
  *
  * ```ts
  * const g = new GraphBuilder("demo");
@@ -12,7 +14,7 @@
  */
 
 import type { GraphBuilder, NodeRecord } from "./builder.ts";
-import type { Emit, OpDef } from "./op_def.ts";
+import type { Bound, OpDef } from "./op_def.ts";
 import { CONTRIB_OPS } from "./ops_contrib.ts";
 import { CONTROL_OPS } from "./ops_control.ts";
 import { ELEMENTWISE_OPS, MATH_OPS } from "./ops_math.ts";
@@ -20,7 +22,6 @@ import { REDUCE_OPS } from "./ops_reduce.ts";
 import { SHAPE_OPS } from "./ops_shape.ts";
 
 export type { Emit, GradContext, GradRule, OpDef, Operand } from "./op_def.ts";
-export { backward, type Seed } from "./autodiff.ts";
 
 /** Every op, keyed by ONNX op type. */
 export const OPS = {
@@ -44,10 +45,6 @@ export function opDefOf(node: Pick<NodeRecord, "opType" | "domain">): OpDef {
   }
   return entry;
 }
-
-/** An emitter with the builder argument bound. */
-type Bound<E extends Emit> = E extends (g: GraphBuilder, ...args: infer A) => infer R ? (...args: A) => R
-  : never;
 
 /** All emitters bound to one builder: `o.MatMul(a, b)` instead of `OPS.MatMul.emit(g, a, b)`. */
 export type BoundOps = { readonly [K in OpType]: Bound<(typeof OPS)[K]["emit"]> };

@@ -1,29 +1,32 @@
 /**
  * Op table, math part: elementwise unary and binary ops, comparisons, Where, Clip, Cast, MatMul,
- * Gemm, Softmax, LogSoftmax. Binary ops broadcast numpy-style and accept plain numbers as scalar operands.
- * Each entry's gradient rule sits beside its emitter (MatMul's, the longest, in `grad_matmul.ts`).
+ * Gemm, Softmax, LogSoftmax. Each entry pairs the op's emitter (`emit_math.ts`) with its gradient
+ * rule, written here beside the entry (MatMul's, the longest, in `grad_matmul.ts`).
+ *
+ * The emitters sit in their own file because the rules of every family build with them
+ * (`grad_util.ts` `gradOps`): were emitters and rules in one file, the math rules would import the
+ * reduce family and the reduce rules the math family, a cycle.
+ *
+ * @module
  */
 
-import { attr, type GraphBuilder, type Value } from "./builder.ts";
-import { type DType, ONNX_DTYPE } from "./dtype.ts";
+import type { GraphBuilder, Value } from "./builder.ts";
+import type { DType } from "./dtype.ts";
+import { ELEMENTWISE_EMITTERS, MATH_EMITTERS } from "./emit_math.ts";
 import { gemmGrad, matmulGrad } from "./grad_matmul.ts";
 import { gradDtype, gradError, gradOps, intAttr, outGrad, reduceTo } from "./grad_util.ts";
-import { check, def, type GradContext, lift, type Operand } from "./op_def.ts";
-import { broadcast, intArith, intsOf, matmulShape, trackInts } from "./shape.ts";
+import { type GradContext, type GradSpec, pairRules } from "./op_def.ts";
 
 /** dx of a one-input op from its input, output and output gradient. */
 type UnaryRule = (g: GraphBuilder, x: Value, y: Value, dy: Value) => Value;
 
-/** A one-input op with the input's dtype and shape; without a rule its input is nondiff (derivative 0). */
-function unary(opType: string, rule?: UnaryRule) {
+/** A one-input op's gradient; without a rule its input is nondiff (derivative 0). */
+function unary(rule?: UnaryRule): GradSpec {
   const grad = rule &&
     ((ctx: GradContext): (Value | null)[] => [
       rule(ctx.g, ctx.node.inputs[0] as Value, ctx.node.outputs[0], outGrad(ctx)),
     ]);
-  return def(opType, (g: GraphBuilder, x: Value): Value => g.op(opType, [x], {}, { shape: x.shape }), {
-    grad,
-    nondiff: rule ? undefined : [0],
-  });
+  return { grad, nondiff: rule ? undefined : [0] };
 }
 
 /** What a binary op's rule sees: operands, output, its gradient, and `sum` to an operand's shape. */
@@ -44,32 +47,21 @@ type BinaryRule = (args: BinaryArgs) => Pair;
 /** Gradients of two operands (`null` where not wanted). */
 type Pair = [Value | null, Value | null];
 
-/** A two-input broadcasting op; `rule` absent: comparisons and logic (bool out) or integer-only ops. */
-function binary(opType: string, rule?: BinaryRule, dtype?: DType) {
+/** A broadcasting binary op's gradient; `rule` absent: comparisons and logic (bool out) or integer-only ops. */
+function binary(rule?: BinaryRule): GradSpec {
   const grad = rule && ((ctx: GradContext): (Value | null)[] => {
     const [a, b] = ctx.node.inputs as Value[];
     const sum = (v: Value, i: number) => reduceTo(ctx, v, i);
     return rule({ g: ctx.g, a, b, y: ctx.node.outputs[0], dy: outGrad(ctx), wants: ctx.wants, sum });
   });
-  return def(opType, (g: GraphBuilder, a: Operand, b: Operand): Value => {
-    const x = lift(g, a, b);
-    const y = lift(g, b, a);
-    const out = g.op(opType, [x, y], {}, { dtype: dtype ?? x.dtype, shape: broadcast(x.shape, y.shape) });
-    const known = (v: Operand) => (typeof v === "number" ? [v] : intsOf(v));
-    return trackInts(out, intArith(opType, known(a), known(b)));
-  }, { grad, nondiff: rule ? undefined : [0, 1] });
+  return { grad, nondiff: rule ? undefined : [0, 1] };
 }
 
-/** A variadic broadcasting op (Max, Min, Sum); `rule` gives each input's gradient before `reduceTo`. */
-function variadic(opType: string, rule: (ctx: GradContext, dy: Value) => (Value | null)[]) {
+/** A variadic broadcasting op's gradient (Max, Min, Sum); `rule` gives each input's before `reduceTo`. */
+function variadic(rule: (ctx: GradContext, dy: Value) => (Value | null)[]): GradSpec {
   const grad = (ctx: GradContext): (Value | null)[] =>
     rule(ctx, outGrad(ctx)).map((v, i) => (v && ctx.wants[i] ? reduceTo(ctx, v, i) : null));
-  return def(opType, (g: GraphBuilder, ...xs: Operand[]): Value => {
-    check(xs.length > 0, opType, "needs at least one input");
-    const like = xs.find((x) => typeof x !== "number");
-    const values = xs.map((x) => lift(g, x, like));
-    return g.op(opType, values, {}, { shape: broadcast(...values.map((v) => v.shape)) });
-  }, { grad });
+  return { grad };
 }
 
 /**
@@ -134,108 +126,46 @@ function powGrad({ g, a, b, y, dy, wants, sum }: BinaryArgs): Pair {
 }
 
 /** Elementwise ops. */
-export const ELEMENTWISE_OPS = {
-  Identity: unary("Identity", (_g, _x, _y, dy): Value => dy),
-  Neg: unary("Neg", (g, _x, _y, dy): Value => gradOps(g).Neg(dy)),
+export const ELEMENTWISE_OPS = pairRules(ELEMENTWISE_EMITTERS, {
+  Identity: unary((_g, _x, _y, dy): Value => dy),
+  Neg: unary((g, _x, _y, dy): Value => gradOps(g).Neg(dy)),
   /** Uses Sign, so the gradient at exactly 0 is 0. */
-  Abs: unary("Abs", (g, x, _y, dy): Value => gradOps(g).Mul(dy, gradOps(g).Sign(x))),
-  Sqrt: unary("Sqrt", (g, _x, y, dy): Value => gradOps(g).Div(dy, gradOps(g).Mul(y, 2))),
-  Reciprocal: unary("Reciprocal", reciprocalGrad),
-  Exp: unary("Exp", (g, _x, y, dy): Value => gradOps(g).Mul(dy, y)),
-  Log: unary("Log", (g, x, _y, dy): Value => gradOps(g).Div(dy, x)),
-  Tanh: unary("Tanh", tanhGrad),
-  Sigmoid: unary("Sigmoid", sigmoidGrad),
-  Sin: unary("Sin", (g, x, _y, dy): Value => gradOps(g).Mul(dy, gradOps(g).Cos(x))),
-  Cos: unary("Cos", (g, x, _y, dy): Value => gradOps(g).Neg(gradOps(g).Mul(dy, gradOps(g).Sin(x)))),
-  Erf: unary("Erf", erfGrad),
+  Abs: unary((g, x, _y, dy): Value => gradOps(g).Mul(dy, gradOps(g).Sign(x))),
+  Sqrt: unary((g, _x, y, dy): Value => gradOps(g).Div(dy, gradOps(g).Mul(y, 2))),
+  Reciprocal: unary(reciprocalGrad),
+  Exp: unary((g, _x, y, dy): Value => gradOps(g).Mul(dy, y)),
+  Log: unary((g, x, _y, dy): Value => gradOps(g).Div(dy, x)),
+  Tanh: unary(tanhGrad),
+  Sigmoid: unary(sigmoidGrad),
+  Sin: unary((g, x, _y, dy): Value => gradOps(g).Mul(dy, gradOps(g).Cos(x))),
+  Cos: unary((g, x, _y, dy): Value => gradOps(g).Neg(gradOps(g).Mul(dy, gradOps(g).Sin(x)))),
+  Erf: unary(erfGrad),
   /** Piecewise constant: no gradient flows (derivative 0 almost everywhere). */
-  Floor: unary("Floor"),
+  Floor: unary(),
   /** Piecewise constant: no gradient flows. */
-  Sign: unary("Sign"),
-  Not: unary("Not"),
-  Add: binary(
-    "Add",
-    ({ dy, wants, sum }): Pair => [wants[0] ? sum(dy, 0) : null, wants[1] ? sum(dy, 1) : null],
-  ),
-  Sub: binary("Sub", ({ g, dy, wants, sum }): Pair => [
+  Sign: unary(),
+  Not: unary(),
+  Add: binary(({ dy, wants, sum }): Pair => [wants[0] ? sum(dy, 0) : null, wants[1] ? sum(dy, 1) : null]),
+  Sub: binary(({ g, dy, wants, sum }): Pair => [
     wants[0] ? sum(dy, 0) : null,
     wants[1] ? gradOps(g).Neg(sum(dy, 1)) : null, // negated after summing: the smaller tensor
   ]),
-  Mul: binary("Mul", mulGrad),
-  Div: binary("Div", divGrad),
-  Pow: binary("Pow", powGrad),
-  /** Integer-only here (the emitter leaves `fmod` 0, which ONNX forbids for floats). */
-  Mod: binary("Mod"),
-  Equal: binary("Equal", undefined, "bool"),
-  Less: binary("Less", undefined, "bool"),
-  LessOrEqual: binary("LessOrEqual", undefined, "bool"),
-  Greater: binary("Greater", undefined, "bool"),
-  GreaterOrEqual: binary("GreaterOrEqual", undefined, "bool"),
-  And: binary("And", undefined, "bool"),
-  Or: binary("Or", undefined, "bool"),
-  Max: variadic("Max", extremumGrad),
-  Min: variadic("Min", extremumGrad),
-  Sum: variadic("Sum", (ctx, dy): Value[] => ctx.node.inputs.map(() => dy)),
-};
-
-/** `cond ? a : b`, elementwise with broadcasting. */
-function where(g: GraphBuilder, cond: Value, a: Operand, b: Operand): Value {
-  const x = lift(g, a, b);
-  const y = lift(g, b, a);
-  return g.op("Where", [cond, x, y], {}, { dtype: x.dtype, shape: broadcast(cond.shape, x.shape, y.shape) });
-}
-
-/** Clamps to `[min, max]`; either bound may be left out with `null`. */
-function clip(g: GraphBuilder, x: Value, min: Operand | null, max: Operand | null): Value {
-  const lo = min === null ? null : lift(g, min, x);
-  const hi = max === null ? null : lift(g, max, x);
-  return g.op("Clip", [x, lo, hi], {}, { shape: x.shape });
-}
-
-/** Converts to `to`. */
-function cast(g: GraphBuilder, x: Value, to: DType): Value {
-  return g.op("Cast", [x], { to: attr.int(ONNX_DTYPE[to]) }, { dtype: to, shape: x.shape });
-}
-
-/** Numpy matmul: `[..., M, K] @ [..., K, N]` with broadcast batch dims. */
-function matmul(g: GraphBuilder, a: Value, b: Value): Value {
-  return g.op("MatMul", [a, b], {}, { shape: matmulShape(a.shape, b.shape) });
-}
-
-/** Options of Gemm: `alpha * A' @ B' + beta * C`. */
-export interface GemmOptions {
-  alpha?: number;
-  beta?: number;
-  transA?: boolean;
-  transB?: boolean;
-}
-
-/** 2-D general matrix multiply with optional bias `c`. */
-function gemm(g: GraphBuilder, a: Value, b: Value, c: Value | null = null, o: GemmOptions = {}): Value {
-  const attrs = {
-    alpha: attr.float(o.alpha ?? 1),
-    beta: attr.float(o.beta ?? 1),
-    transA: attr.int(o.transA ? 1 : 0),
-    transB: attr.int(o.transB ? 1 : 0),
-  };
-  const m = a.shape?.[o.transA ? 1 : 0];
-  const n = b.shape?.[o.transB ? 0 : 1];
-  const shape = m !== undefined && n !== undefined ? [m, n] : undefined;
-  return g.op("Gemm", [a, b, c], attrs, { shape });
-}
-
-/** Softmax along `axis` (default last). */
-function softmax(g: GraphBuilder, x: Value, axis = -1): Value {
-  return g.op("Softmax", [x], { axis: attr.int(axis) }, { shape: x.shape });
-}
-
-/**
- * LogSoftmax along `axis` (default last): onnxruntime's fused kernel, one pass. WebGPU has no kernel
- * for it (docs/ENGINE_FACTS.md); compose.ts `logSoftmax` is the portable form.
- */
-function logSoftmax(g: GraphBuilder, x: Value, axis = -1): Value {
-  return g.op("LogSoftmax", [x], { axis: attr.int(axis) }, { shape: x.shape });
-}
+  Mul: binary(mulGrad),
+  Div: binary(divGrad),
+  Pow: binary(powGrad),
+  /** Integer-only (see the emitter): no gradient. */
+  Mod: binary(),
+  Equal: binary(),
+  Less: binary(),
+  LessOrEqual: binary(),
+  Greater: binary(),
+  GreaterOrEqual: binary(),
+  And: binary(),
+  Or: binary(),
+  Max: variadic(extremumGrad),
+  Min: variadic(extremumGrad),
+  Sum: variadic((ctx, dy): Value[] => ctx.node.inputs.map(() => dy)),
+});
 
 /** Where: the condition gets no gradient; each branch gets `dy` where it was picked. */
 function whereGrad(ctx: GradContext): (Value | null)[] {
@@ -286,12 +216,12 @@ function logSoftmaxGrad(ctx: GradContext): (Value | null)[] {
 }
 
 /** Other math ops. */
-export const MATH_OPS = {
-  Where: def("Where", where, { nondiff: [0], grad: whereGrad }),
-  Clip: def("Clip", clip, { nondiff: [1, 2], grad: clipGrad }),
-  Cast: def("Cast", cast, { grad: castGrad }),
-  MatMul: def("MatMul", matmul, { grad: matmulGrad }),
-  Gemm: def("Gemm", gemm, { grad: gemmGrad }),
-  Softmax: def("Softmax", softmax, { grad: softmaxGrad }),
-  LogSoftmax: def("LogSoftmax", logSoftmax, { grad: logSoftmaxGrad }),
-};
+export const MATH_OPS = pairRules(MATH_EMITTERS, {
+  Where: { nondiff: [0], grad: whereGrad },
+  Clip: { nondiff: [1, 2], grad: clipGrad },
+  Cast: { grad: castGrad },
+  MatMul: { grad: matmulGrad },
+  Gemm: { grad: gemmGrad },
+  Softmax: { grad: softmaxGrad },
+  LogSoftmax: { grad: logSoftmaxGrad },
+});
