@@ -10,7 +10,8 @@
  * @module
  */
 
-import type { Language, RunResult, Sandbox, SandboxLimits } from "./sandbox.ts";
+import type { Sandbox } from "./sandbox.ts";
+import type { Language, RunResult, SandboxLimits } from "./sandbox_types.ts";
 import type { ToolCallStatus, ToolContext, ToolResult } from "./types.ts";
 import type { Tool } from "./types.ts";
 

@@ -22,25 +22,11 @@ import {
 import { type ProcessSpec, runProcess } from "./sandbox_process.ts";
 import { cachedBinary, DEFAULT_BINARY_CACHE, reachableByAnyone } from "./sandbox_binary.ts";
 import { seccompFilter } from "./sandbox_seccomp.ts";
+import { type SandboxSession, type SessionRequest, startSession } from "./sandbox_session.ts";
+import type { Language, RunRequest, RunResult, SandboxKind, SandboxLimits } from "./sandbox_types.ts";
 
 export { SandboxUnavailableError };
-import { type SandboxSession, type SessionRequest, startSession } from "./sandbox_session.ts";
-
-export type SandboxKind = "bwrap" | "none";
-export type Language = "python" | "javascript";
-
-export interface SandboxLimits {
-  /** Wall-clock limit of one run, sandbox start-up included. */
-  timeoutMs: number;
-  /** Address-space (Python) or data-segment (Node, Deno: V8 reserves address space) limit of the program. */
-  memoryBytes: number;
-  /** Bytes kept of stdout and of stderr each; more stops the program (`output_truncated`). */
-  maxOutputBytes: number;
-  /** Largest file the program may write; also the size of each of its tmpfs mounts. */
-  maxFileBytes: number;
-  /** Processes and threads inside one run (bwrap only). */
-  maxProcesses: number;
-}
+export type { Language, RunRequest, RunResult, SandboxKind, SandboxLimits } from "./sandbox_types.ts";
 
 export const DEFAULT_LIMITS: SandboxLimits = {
   timeoutMs: 10_000,
@@ -49,25 +35,6 @@ export const DEFAULT_LIMITS: SandboxLimits = {
   maxFileBytes: 16 * 1024 ** 2,
   maxProcesses: 64,
 };
-
-export interface RunRequest {
-  language: Language;
-  code: string;
-  stdin?: string;
-  limits?: Partial<SandboxLimits>;
-  signal?: AbortSignal;
-  /** Extra read-only files beside the program, relative path → content (e.g. a test harness). */
-  files?: Record<string, string>;
-}
-
-export interface RunResult {
-  /** ok: exit 0; error: non-zero exit; timeout / oom / output_truncated as named. */
-  status: "ok" | "error" | "timeout" | "oom" | "output_truncated";
-  exitCode: number | null;
-  stdout: string;
-  stderr: string;
-  ms: number;
-}
 
 export interface Sandbox {
   readonly kind: SandboxKind;

@@ -5,7 +5,7 @@
  * @module
  */
 
-import type { Language, SandboxLimits } from "./sandbox.ts";
+import type { Language, SandboxLimits } from "./sandbox_types.ts";
 
 /** Where the program lives inside the jail: its working directory and HOME (a fresh tmpfs). */
 export const SANDBOX_HOME = "/home/sandbox";

@@ -7,7 +7,7 @@
  * @module
  */
 
-import type { RunResult, SandboxLimits } from "./sandbox.ts";
+import type { RunResult, SandboxLimits } from "./sandbox_types.ts";
 import { SandboxUnavailableError } from "./sandbox_error.ts";
 import { START_MARKER } from "./sandbox_command.ts";
 

@@ -11,7 +11,7 @@
  * @module
  */
 
-import type { Language, RunResult, SandboxLimits } from "./sandbox.ts";
+import type { Language, RunResult, SandboxLimits } from "./sandbox_types.ts";
 import { Capture, classify, PIPE_GRACE_MS, type ProcessSpec, stripMarker } from "./sandbox_process.ts";
 
 /** One program of a session group (`Sandbox.withSessions`). */
