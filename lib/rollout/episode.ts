@@ -21,7 +21,7 @@ import type { Policy } from "../engine/policy.ts";
 import type { ToolCallRecord } from "./dispatch.ts";
 import { episodeStatus } from "./dispatch.ts";
 import type { Environment, EnvMessage } from "./environment.ts";
-import { Trajectory } from "./trajectory.ts";
+import { type EpisodeResult, Trajectory } from "./trajectory.ts";
 
 /** How episodes are sampled (from `rollout.generation` and `rollout.environment`). */
 export interface EpisodeOptions {
@@ -39,21 +39,6 @@ export interface EpisodeOptions {
    * prompt, and rendering the chat template is the costliest JS work of a short episode.
    */
   promptCache?: Map<string, number[]>;
-}
-
-/** Everything a rollouts.arrow row holds about one episode, before the ids the driver adds. */
-export interface EpisodeResult {
-  promptMessages: ChatMessage[];
-  messages: ChatMessage[];
-  tokens: number[];
-  promptLen: number;
-  sampled: number[];
-  logprobs: number[];
-  turnIdx: number[];
-  toolCalls: ToolCallRecord[];
-  numTurns: number;
-  finishReason: string;
-  status: string;
 }
 
 /** Runs one episode of `env` on `policy`, sampling with `seed`. */

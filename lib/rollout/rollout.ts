@@ -13,7 +13,8 @@ import type { Task } from "../data/task.ts";
 import type { ChatTokenizer } from "../model/chat.ts";
 import type { Policy } from "../engine/policy.ts";
 import type { EnvironmentFactory } from "./environment.ts";
-import { type EpisodeOptions, type EpisodeResult, runEpisode } from "./episode.ts";
+import { type EpisodeOptions, runEpisode } from "./episode.ts";
+import type { EpisodeResult } from "./trajectory.ts";
 import { episodeSeed } from "./seeds.ts";
 
 /** One row of rollouts.arrow. */

@@ -9,7 +9,24 @@
 import type { ChatMessage, ToolCall } from "../model/chat.ts";
 import type { ToolCallRecord } from "./dispatch.ts";
 import type { EnvMessage } from "./environment.ts";
-import type { EpisodeResult } from "./episode.ts";
+
+/**
+ * Everything a rollouts.arrow row holds about one episode, before the ids the driver adds
+ * (what `Trajectory.finish` returns).
+ */
+export interface EpisodeResult {
+  promptMessages: ChatMessage[];
+  messages: ChatMessage[];
+  tokens: number[];
+  promptLen: number;
+  sampled: number[];
+  logprobs: number[];
+  turnIdx: number[];
+  toolCalls: ToolCallRecord[];
+  numTurns: number;
+  finishReason: string;
+  status: string;
+}
 
 export class Trajectory {
   readonly #promptMessages: ChatMessage[];
