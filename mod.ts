@@ -119,7 +119,7 @@ export type {
   PolicySequence,
   SequenceOptions,
 } from "./lib/engine/policy.ts";
-export { EXECUTION_PROVIDERS, type ExecutionProvider } from "./lib/engine/session.ts";
+export { EXECUTION_PROVIDERS, type ExecutionProvider } from "./lib/ort/providers.ts";
 
 // Export for transformers.js (browser / peer), base + adapter merged.
 export { exportForTransformersJs, type MergeAdapter, mergeAdapterOf } from "./lib/model/export.ts";

@@ -37,7 +37,7 @@ import {
   logSoftmaxFor,
   sampleNext,
 } from "../model/graph/head.ts";
-import type { ExecutionProvider } from "./session.ts";
+import type { ExecutionProvider } from "../ort/providers.ts";
 import { ropeTables } from "../model/graph/rope.ts";
 
 const { Concat, Gather, GroupQueryAttention, If, Reshape, Shape } = OPS;

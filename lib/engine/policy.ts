@@ -9,7 +9,7 @@
 import type { Qwen3Config } from "../model/hf_config.ts";
 import type { Adapter, LoraSpec } from "../model/lora.ts";
 import type { BatchStats, GenerateOptions, Generation } from "./generate.ts";
-import type { ExecutionProvider } from "./session.ts";
+import type { ExecutionProvider } from "../ort/providers.ts";
 
 export type { BatchStats, GenerateOptions, Generation } from "./generate.ts";
 

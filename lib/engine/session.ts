@@ -21,12 +21,9 @@
 import * as ort from "onnxruntime-node";
 import { UserError } from "../errors.ts";
 import { ortApi } from "../ort/api.ts";
+import type { ExecutionProvider } from "../ort/providers.ts";
 import { GRAPH_OPTIMIZATION, type GraphOptimization, OrtSession } from "../ort/session.ts";
 import { type HostTensor, OrtTensor } from "../ort/value.ts";
-
-/** Execution providers the engine can ask for. */
-export const EXECUTION_PROVIDERS = ["cpu", "webgpu", "cuda"] as const;
-export type ExecutionProvider = typeof EXECUTION_PROVIDERS[number];
 
 /** How to run a graph. */
 export interface SessionOptions {

@@ -15,14 +15,12 @@
  */
 
 import { check, cString, ortApi, outPointer, outSlot } from "./api.ts";
+import type { ExecutionProvider } from "./providers.ts";
 import type { OrtTensor } from "./value.ts";
 
 /** Graph optimization levels (`GraphOptimizationLevel`). */
 export const GRAPH_OPTIMIZATION = { disabled: 0, basic: 1, extended: 2, all: 99 } as const;
 export type GraphOptimization = keyof typeof GRAPH_OPTIMIZATION;
-
-/** Execution providers by the names onnxruntime registers them under (CPU is always appended last). */
-export type OrtProvider = "cpu" | "webgpu" | "cuda";
 
 export interface OrtSessionOptions {
   /** Intra-op threads; 0 or absent: onnxruntime's default (one per core). */
@@ -35,7 +33,7 @@ export interface OrtSessionOptions {
    * `session.model_external_initializers_file_folder_path`. */
   config?: Record<string, string>;
   /** In order of preference; default ["cpu"]. */
-  providers?: readonly OrtProvider[];
+  providers?: readonly ExecutionProvider[];
   /** Write a profile (JSON) with this file prefix; it is closed by `endProfiling()` or `release()`. */
   profileFilePrefix?: string;
 }
@@ -187,7 +185,7 @@ function createOptions(options: OrtSessionOptions): Deno.PointerObject {
   }
 }
 
-function appendProvider(opts: Deno.PointerObject, provider: OrtProvider): void {
+function appendProvider(opts: Deno.PointerObject, provider: ExecutionProvider): void {
   const api = ortApi();
   if (provider === "cpu") return; // always there, after the others
   if (provider === "webgpu") {

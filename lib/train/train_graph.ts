@@ -29,7 +29,7 @@ import { addCheckpointWeights } from "../model/graph/weights.ts";
 import { decoder, headWeight } from "../model/graph/decoder.ts";
 import { inverseTemperature, logSoftmaxFor } from "../model/graph/head.ts";
 import { ropeTables } from "../model/graph/rope.ts";
-import type { ExecutionProvider } from "../engine/session.ts";
+import type { ExecutionProvider } from "../ort/providers.ts";
 import { causalAttention, shaped } from "./attention.ts";
 import { fusedHeadLoss } from "./head_loss.ts";
 import { clippedSurrogate, negativeLogLikelihood, type Objective } from "./objective.ts";

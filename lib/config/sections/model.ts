@@ -1,7 +1,7 @@
 /** Schema of the `model` and `data` sections (see schema.ts). */
+import { EXECUTION_PROVIDERS } from "../../ort/providers.ts";
 import { choice, int, str } from "../fields.ts";
 
-export const EXECUTION_PROVIDERS = ["cpu", "webgpu", "cuda"] as const;
 export const DATA_SOURCES = ["gsm8k", "mbpp", "mbpp_sanitized", "arithmetic", "jsonl", "parquet"] as const;
 
 export const model = {

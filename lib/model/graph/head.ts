@@ -22,7 +22,7 @@
 
 import type { GraphBuilder, Value } from "../../onnx/builder.ts";
 import { logSoftmax as composedLogSoftmax } from "../../onnx/compose.ts";
-import type { ExecutionProvider } from "../../engine/session.ts";
+import type { ExecutionProvider } from "../../ort/providers.ts";
 import { OPS } from "../../onnx/ops.ts";
 
 const { Add, ArgMax, Cast, Concat, ConstantOfShape, CumSum, Div, Expand, Gather, GatherElements, Gemm } = OPS;
