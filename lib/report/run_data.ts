@@ -13,7 +13,7 @@ import { readStageFile } from "../arrow/read.ts";
 import type { StageFile } from "../arrow/stage_file.ts";
 import { UserError } from "../errors.ts";
 import { readTextIfExists } from "../fs/read.ts";
-import { findRunDirs, isRunDir } from "../run/find.ts";
+import { findRunDirs, isRunDir } from "./find_runs.ts";
 
 /** Per-step metrics as plain number arrays, one entry per loop step. */
 export interface RunMetrics {
