@@ -58,10 +58,14 @@ function calls(...json: string[]) {
 
 const echoCall = (text: string) => JSON.stringify({ name: "echo", arguments: { text } });
 
-Deno.test("runToolCalls() runs a good call and records it as the model wrote it", async () => {
+Deno.test("runToolCalls() runs a good call and records it as the model wrote it, with its duration", async () => {
+  const slow = fakeTool("echo", async (args) => {
+    await new Promise((r) => setTimeout(r, 40)); // the call takes at least 40 ms
+    return String(args.text);
+  });
   const [record] = await runToolCalls(
     calls('{"name": "echo", "arguments": {"text":"hi"}}'),
-    toolMap(echoTool()),
+    toolMap(slow),
     options(),
   );
   assert.equal(record.turn, 2);
@@ -69,7 +73,7 @@ Deno.test("runToolCalls() runs a good call and records it as the model wrote it"
   assert.equal(record.arguments, '{"text":"hi"}');
   assert.equal(record.status, "ok");
   assert.equal(record.output, "hi");
-  assert.ok(record.ms >= 0);
+  assert.ok(record.ms >= 39, `the record's duration covers the call: ${record.ms} ms`);
 });
 
 // docs/RELIABILITY.md item 14: nothing runs, and the model is told what was wrong and how to call.

@@ -31,7 +31,13 @@ Deno.test("the report has every per-step chart, the eval points and advantage-co
   const run = await makeRunDir({ steps: 3 });
   const html = await renderReport(run);
   for (const id of CHARTS) assert.match(html, new RegExp(`<figure class="chart" data-chart="${id}">`), id);
-  assert.equal(count(html, '<path d="M'), count(html, "<path d="), "every line has points");
+  const lines = count(html, '<path d="M');
+  assert.ok(lines >= 6, `line charts are drawn: ${lines} lines`);
+  assert.equal(lines, count(html, "<path d="), "every line has points");
+  for (const id of ["reward", "accuracy", "kl", "clip_frac", "entropy", "response_tokens"]) {
+    const figure = html.split(`data-chart="${id}">`)[1].split("</figure>")[0];
+    assert.match(figure, /<path d="M[\d.]+/, `chart ${id} has a line`);
+  }
   assert.match(html, /<td>0<\/td><td>10<\/td>/, "eval at step 0 (before training), 10 episodes");
   assert.match(html, /<td>3<\/td><td>10<\/td>/, "eval at the last step");
   assert.match(html, /Trajectories of step-0003/);
