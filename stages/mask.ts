@@ -34,6 +34,10 @@ if (import.meta.main) {
     manyInputs: true,
     needsOutput: true,
     output: { kind: "stage-file", fileKind: "batch" },
+    examples: [
+      "deno task mask --in runs/x/scored.arrow --out runs/x/batch.arrow",
+      "deno task mask --in runs/x/scored.arrow --out runs/x/batch-rloo.arrow --mask.estimator=rloo",
+    ],
     check: (args) => Promise.resolve(void pickEstimator(args.config.mask.estimator)), // gae, before reading
     run: main,
   });

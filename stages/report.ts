@@ -55,6 +55,7 @@ if (import.meta.main) {
     stringFlags: ["run"],
     output: { kind: "html" },
     flagHelp: ["--run DIR        the run directory (or give it as the first argument)"],
+    examples: ["deno task report runs/try", "deno task report runs/try --out runs/try-report.html"],
     check,
     run: async (args) => {
       await writeStageOutput(args.output!, await report(args.flags.run as string));

@@ -79,7 +79,7 @@ if (import.meta.main) {
     check: async (args) => void await planRollout(args.config, args.flags),
     examples: [
       "deno task rollout --out runs/x/rollouts.arrow",
-      "deno task rollout --out runs/x/rollouts.arrow --rollout.generation.temperature=0.7 --rollout.group_size=4",
+      "deno task rollout --out runs/x/rollouts-t07.arrow --rollout.generation.temperature=0.7 --rollout.group_size=4",
     ],
     run: main,
   });

@@ -33,6 +33,7 @@ if (import.meta.main) {
     manyInputs: true,
     needsOutput: true,
     output: { kind: "stage-file", fileKind: "scored" },
+    examples: ["deno task score --in runs/x/rollouts.arrow --out runs/x/scored.arrow"],
     run: main,
   });
 }
