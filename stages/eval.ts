@@ -17,7 +17,9 @@ import { loadTasks, type Task } from "../lib/data/mod.ts";
 import { checkFreeSpace } from "../lib/fs/disk_space.ts";
 import { evalSummaryLine, evaluate, openSession, writeStageOutput } from "../lib/pipeline/mod.ts";
 import { requireHeldOut, splitHeldOut } from "../lib/rollout/tasks.ts";
-import { runStageMain, type StageArgs } from "../lib/cli/cli.ts";
+import { judgeCacheBeside } from "../lib/score/judge/cache.ts";
+import { checkJudge } from "../lib/score/judge/judge.ts";
+import { inputsOf, runStageMain, type StageArgs } from "../lib/cli/cli.ts";
 
 /** The held-out tasks; refuses `eval.num_tasks` 0 (no held-out split) and a data set too small for it. */
 export async function heldOutTasks(config: Config): Promise<Task[]> {
@@ -41,7 +43,7 @@ async function main(args: StageArgs): Promise<void> {
       systemPrompt: config.data.system_prompt,
     }),
   );
-  const session = openSession(config, args.configHash);
+  const session = openSession(config, args.configHash, { judgeCacheDir: judgeCacheBeside(args.output!) });
   try {
     const out = await evaluate(session, { step: 0, tasks: heldOut });
     await writeStageOutput(args.output!, out);
@@ -60,7 +62,13 @@ if (import.meta.main) {
     output: { kind: "stage-file", fileKind: "eval" },
     usesModel: true,
     configFlags: { adapter: "model.adapter" },
-    check: async (args) => void await heldOutTasks(args.config),
+    check: async (args) => {
+      await heldOutTasks(args.config);
+      await checkJudge(args.config.score, {
+        defaultCacheDir: judgeCacheBeside(args.output!),
+        inputs: inputsOf(args, true),
+      });
+    },
     examples: ["deno task eval --out runs/x/eval.arrow --eval.samples=4 --eval.temperature=0.7"],
     run: main,
   });

@@ -14,6 +14,8 @@
 
 import { writeOutputMarker } from "../lib/fs/output.ts";
 import { runLoop } from "../lib/run/loop.ts";
+import { RunLayout } from "../lib/run/layout.ts";
+import { checkJudge } from "../lib/score/judge/judge.ts";
 import { checkLoopTasks, checkRunDir, removeRun } from "../lib/run/run_dir_check.ts";
 import { inputsOf, runStageMain, type StageArgs } from "../lib/cli/cli.ts";
 
@@ -28,6 +30,10 @@ async function check(args: StageArgs) {
     inputs: inputsOf(args, true),
   });
   await checkLoopTasks(args.config);
+  await checkJudge(args.config.score, {
+    defaultCacheDir: new RunLayout(args.config.loop.run_dir).judgeCache,
+    inputs: inputsOf(args, true),
+  });
   return state;
 }
 

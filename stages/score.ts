@@ -7,6 +7,9 @@
  * files (e.g. rollout shards of one step) are read as one, in the order given, after checking they come
  * from one policy version and configuration (lib/arrow/merge.ts, docs/serving.md "Shards").
  *
+ * With the judge reward, its answers are cached in `score.judge.cache_dir`, by default `judge-cache/`
+ * beside `--out` (docs/rewards.md "Judge").
+ *
  * @module
  */
 
@@ -15,11 +18,24 @@ import { writeStageOutput } from "../lib/pipeline/output.ts";
 import { score } from "../lib/pipeline/score.ts";
 import { openSession } from "../lib/pipeline/session.ts";
 import { scoreSummaryLine } from "../lib/score/score_table.ts";
-import { runStageMain, type StageArgs } from "../lib/cli/cli.ts";
+import { judgeCacheBeside } from "../lib/score/judge/cache.ts";
+import { checkJudge } from "../lib/score/judge/judge.ts";
+import { inputsOf, runStageMain, type StageArgs } from "../lib/cli/cli.ts";
+
+/** The judge reward (when configured): its endpoint keys, API key and cache directory, before any work. */
+async function check(args: StageArgs): Promise<void> {
+  await checkJudge(args.config.score, {
+    defaultCacheDir: judgeCacheBeside(args.output!),
+    inputs: inputsOf(args, false),
+  });
+}
 
 async function main(args: StageArgs): Promise<void> {
   const rollouts = await readStageFiles(args.inputs, "rollouts");
-  const out = await score(openSession(args.config, args.configHash), rollouts, { step: 0 });
+  const session = openSession(args.config, args.configHash, {
+    judgeCacheDir: judgeCacheBeside(args.output!),
+  });
+  const out = await score(session, rollouts, { step: 0 });
   await writeStageOutput(args.output!, out);
   console.log(scoreSummaryLine(out.summary));
 }
@@ -34,6 +50,7 @@ if (import.meta.main) {
     needsOutput: true,
     output: { kind: "stage-file", fileKind: "scored" },
     examples: ["deno task score --in runs/x/rollouts.arrow --out runs/x/scored.arrow"],
+    check,
     run: main,
   });
 }

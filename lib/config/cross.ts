@@ -76,8 +76,54 @@ const arithmeticRange: Rule = ({ data: { arithmetic } }) => {
   }
 };
 
+/**
+ * The judge reward needs a server and a model; the key comes from the environment, never the config.
+ * Also run by the judge itself, for a configuration that did not come through the loader.
+ */
+export function checkJudgeEndpoint(score: Pick<Config["score"], "rewards" | "judge">): void {
+  if (score.rewards.judge === undefined) return;
+  const { url, model, api_key_env } = score.judge;
+  const need = (key: string, example: string) =>
+    new UserError(`config key score.judge.${key}`, {
+      value: null,
+      why: "the judge reward is in score.rewards, and it needs one",
+      fix: `set score.judge.${key}, e.g. --score.judge.${key}=${example}`,
+    });
+  if (url === null) throw need("url", "http://127.0.0.1:8000");
+  if (model === null) throw need("model", "model (a name the server's /v1/models lists)");
+  let protocol = "";
+  try {
+    protocol = new URL(url).protocol;
+  } catch { /* not a URL: refused below */ }
+  if (protocol !== "http:" && protocol !== "https:") {
+    throw new UserError("config key score.judge.url", {
+      value: url,
+      why: "it is not an http:// or https:// URL",
+      fix: "give the server's base URL, e.g. http://127.0.0.1:8000 or https://api.example.com/v1",
+    });
+  }
+  if (api_key_env !== null && !/^[A-Za-z_][A-Za-z0-9_]*$/.test(api_key_env)) {
+    throw new UserError("config key score.judge.api_key_env", {
+      value: "(not shown)",
+      why: "it is not an environment variable name; the key itself never belongs in the config",
+      fix: "put the key in an environment variable (export JUDGE_API_KEY=...) and set " +
+        "score.judge.api_key_env to its name (JUDGE_API_KEY)",
+    });
+  }
+}
+
+const judgeEndpoint: Rule = ({ score }) => checkJudgeEndpoint(score);
+
 /** Every cross-field rule, run in this order. */
-const RULES: Rule[] = [groupSize, turnFitsContext, sandboxOptIn, readFileRoot, dataPath, arithmeticRange];
+const RULES: Rule[] = [
+  groupSize,
+  turnFitsContext,
+  sandboxOptIn,
+  readFileRoot,
+  dataPath,
+  arithmeticRange,
+  judgeEndpoint,
+];
 
 /** Throws the first cross-field violation as a `UserError`. */
 export function checkCrossFields(config: Config): void {

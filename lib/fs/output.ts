@@ -34,9 +34,10 @@ export type OutputSpec =
   | { kind: "adapter-dir" }
   | { kind: "run-dir" }
   | { kind: "model-dir" }
+  | { kind: "judge-cache" }
   | { kind: "html" };
 
-export type OutputDirKind = "adapter-dir" | "run-dir" | "model-dir";
+export type OutputDirKind = "adapter-dir" | "run-dir" | "model-dir" | "judge-cache";
 
 /** The marker file inside every directory output, written last. */
 export const OUTPUT_MARKER = ".deno-rl-output.json";
@@ -221,6 +222,7 @@ function article(kind: string): string {
     "adapter-dir": "an adapter directory",
     "run-dir": "a run directory",
     "model-dir": "a model directory",
+    "judge-cache": "a judge cache directory",
     "html": "an HTML report",
   };
   if (names[kind]) return names[kind];

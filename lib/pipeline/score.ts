@@ -25,6 +25,8 @@ export async function score(
   const { columns, summary } = await scoreColumns(input, {
     config: config.score,
     sandbox: { kind: tools.sandbox, unsafeNoSandbox: tools.unsafe_no_sandbox },
+    judgeCacheDir: session.judgeCacheDir,
+    log: session.showProgress ? (line) => session.progress.log(line) : undefined,
   });
   const table = outputTable(input, "scored", columns, { config_hash: session.configHash });
   return { kind: "scored", table, summary };

@@ -36,6 +36,12 @@ export interface SessionOptions {
   showProgress?: boolean;
   /** Parts already open, used instead of opening them from the config (notebooks, test doubles). */
   open?: { policy?: Policy; tokenizer?: ChatTokenizer; tools?: ReadonlyMap<string, Tool> };
+  /**
+   * Where the judge reward caches its answers when `score.judge.cache_dir` is null: beside the command's
+   * output (`judge-cache/`), the loop's run directory for the loop. Without it (and without
+   * `score.judge.cache_dir`) the judge reward refuses to run, since nothing else names where it may write.
+   */
+  judgeCacheDir?: string;
 }
 
 /** The data set, split as every stage splits it: the last `eval.num_tasks` held out. */
@@ -50,6 +56,8 @@ export class Session {
   readonly configHash: string;
   readonly progress: Progress;
   readonly showProgress: boolean;
+  /** See `SessionOptions.judgeCacheDir`; null when the caller named none. */
+  readonly judgeCacheDir: string | null;
   #adapter: string | null;
   #tasks?: Promise<TaskSplit>;
   #tools?: Promise<ReadonlyMap<string, Tool>>;
@@ -62,6 +70,7 @@ export class Session {
     this.configHash = configHash;
     this.progress = options.progress ?? stderrProgress;
     this.showProgress = options.showProgress ?? true;
+    this.judgeCacheDir = options.judgeCacheDir ?? null;
     this.#adapter = options.adapter === undefined ? config.model.adapter : options.adapter;
     const given = options.open ?? {};
     if (given.policy) this.#policy = Promise.resolve(given.policy);

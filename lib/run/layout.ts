@@ -9,11 +9,13 @@
  *   runs/<name>/adapters/step-NNNN/      PEFT adapter + optimizer state
  *   runs/<name>/eval/step-NNNN.arrow     held-out evaluation (step-0000: before training)
  *   runs/<name>/report.html
+ *   runs/<name>/judge-cache/             the judge reward's cached answers (when it is configured)
  *
  * @module
  */
 
 import { join } from "node:path";
+import { JUDGE_CACHE_NAME } from "../score/judge/cache.ts";
 
 /** `step-0003` for step 3. */
 export function stepName(step: number): string {
@@ -42,6 +44,9 @@ export class RunLayout {
   }
   get report(): string {
     return join(this.dir, "report.html");
+  }
+  get judgeCache(): string {
+    return join(this.dir, JUDGE_CACHE_NAME);
   }
 
   stepDir(step: number): string {

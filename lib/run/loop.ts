@@ -82,7 +82,11 @@ export async function runLoop(config: Config, configHash: string, o: LoopOptions
     if (o.resume) await checkResumable(layout, config);
     await writeSnapshot(layout, config);
     const adapter = done > 0 ? layout.adapter(done) : config.model.adapter;
-    session = openSession(config, configHash, { adapter, showProgress: o.showProgress });
+    session = openSession(config, configHash, {
+      adapter,
+      showProgress: o.showProgress,
+      judgeCacheDir: layout.judgeCache,
+    });
     const ctx: RunContext = { session, layout, rows: await keepRows(layout, done) };
     const evals = new Map<number, string>();
     if (done === 0 && config.loop.eval_every > 0) evals.set(0, await evalStep(ctx, 0));

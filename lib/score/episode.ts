@@ -82,6 +82,7 @@ function slowToolCalls(file: StageFile): ToolCallColumns {
 export function readEpisodes(file: StageFile): Episode[] {
   const calls = toolCallColumns(file);
   const ids = file.vector("episode_id");
+  const groups = file.vector("group_id");
   const finish = file.vector("finish_reason");
   const turns = file.vector("num_turns");
   const episodes: Episode[] = [];
@@ -92,6 +93,7 @@ export function readEpisodes(file: StageFile): Episode[] {
     episodes.push({
       row,
       episodeId: String(ids.get(row)),
+      groupId: Number(groups.get(row)),
       task: file.json("task", row) as Task,
       messages,
       finalText: lastAssistant(messages),

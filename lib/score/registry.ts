@@ -16,6 +16,7 @@ import { codeExec } from "./code_exec.ts";
 import { exactMatch } from "./exact_match.ts";
 import { format } from "./format.ts";
 import { gsm8k } from "./gsm8k.ts";
+import { judge } from "./judge/judge.ts";
 import { toolUse } from "./tool_use.ts";
 import type { RewardFn } from "./types.ts";
 
@@ -26,6 +27,7 @@ export const REWARDS: Readonly<Record<RewardName, RewardFn>> = {
   exact_match: exactMatch,
   format,
   tool_use: toolUse,
+  judge,
 };
 
 const SNAKE = /^[a-z0-9]+(?:_[a-z0-9]+)*$/;

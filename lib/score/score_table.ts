@@ -30,6 +30,15 @@ export interface ScoreOptions {
   sandbox: { kind: SandboxKind; unsafeNoSandbox: boolean };
   /** Custom rewards already loaded; when absent they are loaded from `config.modules`. */
   customRewards?: RewardFn[];
+  /**
+   * The judge's cache directory when `score.judge.cache_dir` is null: beside the caller's output (the
+   * loop: in its run directory); null or absent when the caller names none.
+   */
+  judgeCacheDir?: string | null;
+  /** Paths the caller reads, which the judge's cache directory may not be, hold or lie inside. */
+  inputs?: Array<string | null | undefined>;
+  /** Where rewards report what they did (the judge: requests sent and answers read from its cache). */
+  log?: (line: string) => void;
 }
 
 /** One weighted reward component. */
@@ -87,8 +96,20 @@ function checked(fn: RewardFn, ep: Episode, r: RewardResult): RewardResult {
   return r;
 }
 
-/** Runs one reward over every episode (async rewards run concurrently; the sandbox bounds them). */
+/**
+ * Runs one reward over every episode: all at once when it scores them together (`scoreAll`), else one by
+ * one (async rewards run concurrently; the sandbox bounds them).
+ */
 async function runReward(fn: RewardFn, episodes: Episode[], ctx: RewardContext): Promise<RewardResult[]> {
+  if (fn.scoreAll) {
+    const all = await fn.scoreAll(episodes, ctx);
+    if (!Array.isArray(all) || all.length !== episodes.length) {
+      throw new Error(
+        `reward ${fn.name} returned ${all?.length} results for ${episodes.length} episodes (a bug)`,
+      );
+    }
+    return all.map((r, i) => checked(fn, episodes[i], r));
+  }
   const raw = episodes.map((ep) => fn.score(ep, ctx));
   const results = raw.some((r) => r instanceof Promise) ? await Promise.all(raw) : raw as RewardResult[];
   return results.map((r, i) => checked(fn, episodes[i], r));
@@ -144,7 +165,11 @@ export async function scoreColumns(
       maxConcurrency: o.config.code_concurrency,
     });
   }
-  const ctx: RewardContext = { sandbox, codeTimeoutMs: o.config.code_timeout_s * 1000 };
+  const ctx: RewardContext = {
+    sandbox,
+    codeTimeoutMs: o.config.code_timeout_s * 1000,
+    judge: { config: o.config.judge, defaultCacheDir: o.judgeCacheDir ?? null, inputs: o.inputs, log: o.log },
+  };
   const columns: Record<string, ColumnInput> = {};
   const summary: ScoreSummary = {
     episodes: n,

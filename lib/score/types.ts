@@ -10,6 +10,7 @@
  * @module
  */
 
+import type { JudgeConfig } from "../config/schema.ts";
 import type { Task } from "../data/task.ts";
 import type { ToolCallRecord as DispatchRecord } from "../rollout/dispatch.ts";
 import type { Sandbox } from "./sandbox_api.ts";
@@ -33,6 +34,8 @@ export interface Episode {
   /** Row index in the rollouts table. */
   row: number;
   episodeId: string;
+  /** The GRPO group (`group_id`): episodes of one task sampled together. */
+  groupId: number;
   task: Task;
   /** The whole trajectory: prompt messages, then assistant / tool / user messages. */
   messages: EpisodeMessage[];
@@ -53,12 +56,29 @@ export interface RewardResult {
   correct?: boolean;
 }
 
+/** What the judge reward needs besides the episodes (lib/score/judge/). */
+export interface JudgeContext {
+  /** The `score.judge` section. */
+  config: JudgeConfig;
+  /**
+   * Where answers are cached when `score.judge.cache_dir` is null: beside the command's output (the
+   * loop: inside its run directory); null when the caller names no output.
+   */
+  defaultCacheDir: string | null;
+  /** Paths the command reads, which the cache directory may not be, hold or lie inside. */
+  inputs?: Array<string | null | undefined>;
+  /** Where the judge reports what it did (requests made, answers read from the cache). */
+  log?: (line: string) => void;
+}
+
 /** What the stage hands every reward call. */
 export interface RewardContext {
   /** The rollout's sandbox (built only when a reward declares `needsSandbox`). */
   sandbox?: Sandbox;
   /** Wall-clock limit for running code, in milliseconds. */
   codeTimeoutMs: number;
+  /** The judge's settings (always present when the stage runs the judge reward). */
+  judge?: JudgeContext;
 }
 
 /** One reward function. `name` is snake_case; its column is `reward_<name>`. */
@@ -69,4 +89,9 @@ export interface RewardFn {
   /** Whether it runs model-written code (the stage then opens the sandbox first). */
   needsSandbox?: boolean;
   score(episode: Episode, ctx: RewardContext): RewardResult | Promise<RewardResult>;
+  /**
+   * Scores every episode of the file at once, in row order; when present the stage calls it instead of
+   * `score` (a reward that batches, groups or caches its work: the judge).
+   */
+  scoreAll?(episodes: Episode[], ctx: RewardContext): Promise<RewardResult[]>;
 }

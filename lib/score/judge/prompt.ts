@@ -1,0 +1,143 @@
+/**
+ * What the judge is asked: the chat messages of one request.
+ *
+ * - pointwise: one request per episode. The system message fixes the answer format (`<score>N</score>`,
+ *   0 ≤ N ≤ `max_score`); the user message holds the rubric, the task's prompt, its reference answer (when
+ *   it has one and `show_reference`), and the episode.
+ * - group: one request per group (`group_id`), its episodes listed as `<response id="1">…</response>` in an
+ *   order shuffled per group from `seed` and the episodes' ids, so no position is favoured systematically
+ *   and a rerun lists them the same way (and so hits the cache). The judge answers with
+ *   `<scores>g1, g2, …</scores>`, one grade per listed response.
+ *
+ * What the judge sees of an episode (`sees`): `answer`, the final assistant message with its reasoning
+ * and tool-call blocks removed; or `trajectory`, every message after the prompt (assistant turns without
+ * their reasoning, tool calls and their results, user turns), each headed by its role. Every text shown —
+ * the prompt, the reference, each episode — is clipped to `max_chars` (its start and end kept), so a
+ * request stays bounded. The tags the judge answers with (`<score>`, `<scores>`) and the response delimiter
+ * are defused in shown texts, so a policy cannot write a grade for the judge to echo.
+ *
+ * @module
+ */
+
+import type { JudgeConfig } from "../../config/schema.ts";
+import { shuffled } from "../../data/random.ts";
+import { sha256Hex } from "../../fs/sha256.ts";
+import { visibleText } from "../answer.ts";
+import type { Episode, EpisodeMessage } from "../types.ts";
+
+/** One chat message of a judge request. */
+export interface JudgeMessage {
+  role: "system" | "user";
+  content: string;
+}
+
+/** One judge request: its messages and the episodes it grades, in the order they are listed. */
+export interface JudgeRequest {
+  messages: JudgeMessage[];
+  /** Indexes into the scored episodes; pointwise requests hold one. */
+  episodes: number[];
+}
+
+const POINTWISE_SYSTEM = (max: number) =>
+  "You are a careful, impartial grader. You read a task, possibly a reference answer, and a response to " +
+  "the task, and you grade the response against the rubric. Think briefly, then end your answer with the " +
+  `grade written exactly once as <score>N</score>, where N is a number from 0 to ${max}.`;
+
+const GROUP_SYSTEM = (max: number, n: number) =>
+  `You are a careful, impartial grader. You read a task, possibly a reference answer, and ${n} responses ` +
+  "to the task, and you grade each response against the rubric and relative to the others: a better " +
+  "response gets a higher grade. Think briefly, then end your answer with every grade written exactly " +
+  `once as <scores>g1, g2, ...</scores>: ${n} numbers from 0 to ${max}, separated by commas, in the ` +
+  "order of the response ids.";
+
+/** One request per episode. */
+export function pointwiseRequests(episodes: Episode[], c: JudgeConfig): JudgeRequest[] {
+  return episodes.map((ep, i) => ({
+    messages: [
+      { role: "system", content: POINTWISE_SYSTEM(c.max_score) },
+      { role: "user", content: `${taskPart(ep, c)}\n\nResponse:\n${episodeText(ep, c)}` },
+    ],
+    episodes: [i],
+  }));
+}
+
+/** One request per group, its episodes in a shuffled order. */
+export async function groupRequests(episodes: Episode[], c: JudgeConfig): Promise<JudgeRequest[]> {
+  const groups = new Map<number, number[]>();
+  episodes.forEach((ep, i) => {
+    const members = groups.get(ep.groupId) ?? [];
+    members.push(i);
+    groups.set(ep.groupId, members);
+  });
+  const requests: JudgeRequest[] = [];
+  for (const members of groups.values()) {
+    const order = shuffled(members, await orderSeed(c.seed, members.map((i) => episodes[i].episodeId)));
+    const listed = order.map((i, k) =>
+      `<response id="${k + 1}">\n${episodeText(episodes[i], c)}\n</response>`
+    );
+    requests.push({
+      messages: [
+        { role: "system", content: GROUP_SYSTEM(c.max_score, order.length) },
+        {
+          role: "user",
+          content: `${taskPart(episodes[order[0]], c)}\n\nResponses:\n\n${listed.join("\n\n")}`,
+        },
+      ],
+      episodes: order,
+    });
+  }
+  return requests;
+}
+
+/** The seed of one group's order: from the configured seed and the group's episode ids. */
+async function orderSeed(seed: number, ids: string[]): Promise<number> {
+  const hex = await sha256Hex(new TextEncoder().encode(JSON.stringify([seed, ids])));
+  return parseInt(hex.slice(0, 8), 16);
+}
+
+/** Rubric, task and (when shown) the reference answer. */
+function taskPart(ep: Episode, c: JudgeConfig): string {
+  const parts = [`Rubric:\n${c.rubric.trim()}`, `Task:\n${shown(String(ep.task?.prompt ?? ""), c)}`];
+  const reference = ep.task?.answer;
+  if (c.show_reference && reference !== undefined && String(reference).trim() !== "") {
+    parts.push(`Reference answer:\n${shown(String(reference), c)}`);
+  }
+  return parts.join("\n\n");
+}
+
+/** What the judge sees of one episode. */
+export function episodeText(ep: Episode, c: JudgeConfig): string {
+  const text = c.sees === "answer" ? visibleText(ep.finalText) : trajectoryText(ep.messages);
+  return text.trim() === "" ? "(empty response)" : shown(text, c);
+}
+
+/** Every message after the prompt (the messages before the first assistant turn), headed by its role. */
+function trajectoryText(messages: EpisodeMessage[]): string {
+  const first = messages.findIndex((m) => m?.role === "assistant");
+  if (first < 0) return "";
+  return messages.slice(first).map((m) => {
+    const content = String(m.content ?? "");
+    const body = m.role === "assistant" ? withoutReasoning(content) : content;
+    const head = m.role === "tool" && m.name ? `[tool ${m.name}]` : `[${m.role}]`;
+    return `${head}\n${body.trim()}`;
+  }).join("\n\n");
+}
+
+/** An assistant turn without its `<think>` blocks (an unclosed one runs to the end). */
+function withoutReasoning(text: string): string {
+  return text.replace(/<think>[\s\S]*?(<\/think>|$)/g, "");
+}
+
+/** A text as the judge is shown it: clipped, the answer tags defused. */
+function shown(text: string, c: JudgeConfig): string {
+  return clip(text, c.max_chars).replace(/<(\/?)(scores?|response)\b/gi, "‹$1$2");
+}
+
+/** `text` cut to at most about `max` characters: its start and its end, with a note of what was cut. */
+export function clip(text: string, max: number): string {
+  if (text.length <= max) return text;
+  const head = Math.floor(max / 2);
+  const tail = max - head;
+  const cut = text.length - max;
+  return `${text.slice(0, head)}\n[... ${cut} characters cut ...]\n${text.slice(text.length - tail)}`;
+}
