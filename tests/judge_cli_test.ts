@@ -73,15 +73,14 @@ async function cacheEntries(dir: string): Promise<{ model: string; answer: unkno
   return entries;
 }
 
-/** Starts `deno task serve` on the tiny model (served as `judge`); returns its URL and a stop function. */
+const EXAMPLE = join(ROOT, "examples/judge_serve.yaml");
+
+/** Starts `deno task serve` with the example's config on the tiny model; returns its URL and a stop function. */
 async function startServe(dir: string): Promise<{ url: string; stop: () => Promise<void> }> {
-  const config = join(dir, "serve.yaml");
-  await Deno.writeTextFile(
-    config,
-    `model:\n  path: ${await makeTinyModel()}\nserve:\n  max_model_len: 2048\n  model_name: judge\n`,
-  );
+  const model = await makeTinyModel();
   const child = new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", "--quiet", join(ROOT, "stages/serve.ts"), "--config", config, "--port", "0"],
+    args: ["run", "-A", "--quiet", join(ROOT, "stages/serve.ts"), "--config", EXAMPLE, "--port", "0"]
+      .concat([`--model.path=${model}`]),
     cwd: dir,
     stdout: "piped",
     stderr: "null",
@@ -103,15 +102,24 @@ async function startServe(dir: string): Promise<{ url: string; stop: () => Promi
   throw new Error(`deno task serve exited before listening: ${text}`);
 }
 
-Deno.test("deno task score against deno task serve: requests go out and come back; a rerun sends none", async () => {
+Deno.test("examples/judge_serve.yaml: deno task score against deno task serve; a rerun sends no request", async () => {
   const scratch = await Deno.makeTempDir({ prefix: "judge-serve-" });
   const serve = await startServe(scratch);
   const proxy = countingProxy(serve.url);
   try {
-    const { dir, config, rollouts } = await workspace(proxy.url);
-    const first = await stage("score", ["--config", config, "--in", rollouts, "--out", join(dir, "a.arrow")]);
+    const { dir, rollouts } = await workspace(proxy.url);
+    // The example as shipped, but for the judge's address and a short answer (the tiny model is slow).
+    const scoreTo = (out: string) =>
+      stage("score", [
+        ...["--config", EXAMPLE, `--score.judge.url=${proxy.url}`, "--score.judge.max_tokens=12"],
+        ...["--in", rollouts, "--out", join(dir, out)],
+      ]);
+    const first = await scoreTo("a.arrow");
     assert.equal(first.code, 0, first.stderr);
-    assert.match(first.stderr, /judge: 3 pointwise requests, 0 answered from \S+judge-cache, 3 sent to/);
+    assert.match(
+      first.stderr,
+      /judge: 3 pointwise requests, 0 answered from \S+judge-cache, 3 sent to \S+; /,
+    );
     const posts = proxy.requests.filter((q) => q.path === "/v1/chat/completions");
     assert.equal(posts.length, 3, "one request per episode reached the server");
     assert.equal(JSON.parse(posts[0].body).model, "judge");
@@ -130,14 +138,7 @@ Deno.test("deno task score against deno task serve: requests go out and come bac
       cached.every((e) => e.model === "judge" && typeof e.answer === "string"),
       JSON.stringify(cached),
     );
-    const second = await stage("score", [
-      "--config",
-      config,
-      "--in",
-      rollouts,
-      "--out",
-      join(dir, "b.arrow"),
-    ]);
+    const second = await scoreTo("b.arrow");
     assert.equal(second.code, 0, second.stderr);
     assert.match(second.stderr, /judge: 3 pointwise requests, 3 answered from \S+, 0 sent/);
     assert.equal(proxy.requests.length, 3, "the rerun read the cache without a request");

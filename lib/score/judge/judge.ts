@@ -63,12 +63,14 @@ export async function judgeEpisodes(episodes: Episode[], ctx: RewardContext): Pr
   const cache = await JudgeCache.open(judgeCacheDir(jc), jc.inputs);
   const requests = c.mode === "pointwise" ? pointwiseRequests(episodes, c) : await groupRequests(episodes, c);
   const answers = await answerAll(requests, c, cache, client);
-  const fromCache = requests.length - client.requests;
+  const results = resultsOf(requests, answers, episodes.length, c);
+  const unparseable = results.filter((r) => r.status === "judge_unparseable").length;
   jc.log?.(
-    `judge: ${requests.length} ${c.mode} requests, ${fromCache} answered from ${cache.dir}, ` +
-      `${client.requests} sent to ${client.url}`,
+    `judge: ${requests.length} ${c.mode} requests, ${requests.length - client.requests} answered from ` +
+      `${cache.dir}, ${client.requests} sent to ${client.url}; ${results.length - unparseable} episodes ` +
+      `judged, ${unparseable} judge_unparseable`,
   );
-  return resultsOf(requests, answers, episodes.length, c);
+  return results;
 }
 
 /** The grades of one answer to `request` (null: unparseable). */
