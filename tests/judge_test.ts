@@ -108,6 +108,18 @@ Deno.test("a second run with the same inputs reads every answer from the cache a
   }
 });
 
+Deno.test("episodes the judge would be asked about alike are sent once and share the answer", async () => {
+  const server = fakeJudge(gradeByText);
+  try {
+    const specs = [answer("4 grade=7"), answer("4 grade=7"), answer("4 grade=2"), answer("4 grade=7")];
+    const got = await judged(server, specs, join(await tempDir(), "cache"));
+    assert.equal(server.requests.length, 2, "two distinct requests");
+    assert.deepEqual(got.rewards, [0.7, 0.7, 0.2, 0.7].map(Math.fround));
+  } finally {
+    await server.close();
+  }
+});
+
 Deno.test("an unparseable grade is status judge_unparseable with reward 0, never a guess", async () => {
   const replies = [
     "7", // no tag

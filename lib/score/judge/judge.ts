@@ -62,13 +62,15 @@ export async function judgeEpisodes(episodes: Episode[], ctx: RewardContext): Pr
   const client = new JudgeClient(c, judgeApiKey(c));
   const cache = await JudgeCache.open(judgeCacheDir(jc), jc.inputs);
   const requests = c.mode === "pointwise" ? pointwiseRequests(episodes, c) : await groupRequests(episodes, c);
-  const answers = await answerAll(requests, c, cache, client);
+  const { answers, fromCache, distinct } = await answerAll(requests, c, cache, client);
   const results = resultsOf(requests, answers, episodes.length, c);
   const unparseable = results.filter((r) => r.status === "judge_unparseable").length;
+  const same = requests.length - distinct;
   jc.log?.(
-    `judge: ${requests.length} ${c.mode} requests, ${requests.length - client.requests} answered from ` +
-      `${cache.dir}, ${client.requests} sent to ${client.url}; ${results.length - unparseable} episodes ` +
-      `judged, ${unparseable} judge_unparseable`,
+    `judge: ${requests.length} ${c.mode} requests${same ? ` (${same} the same as another)` : ""}, ` +
+      `${fromCache} answered from ${cache.dir}, ` +
+      `${client.requests} sent to ${client.url}; ${results.length - unparseable} episodes judged, ` +
+      `${unparseable} judge_unparseable`,
   );
   return results;
 }
@@ -82,29 +84,30 @@ function gradesOf(answer: string, request: JudgeRequest, c: JudgeConfig): number
   return parseGroup(answer, request.episodes.length, c.max_score);
 }
 
-/** Every request's answer: from the cache, else from the judge (then cached), `concurrency` at a time. */
+/**
+ * Every request's answer: from the cache, else from the judge (then cached), `concurrency` at a time.
+ * Identical requests (the same key: episodes of a group that answered alike) are sent once.
+ */
 async function answerAll(
   requests: JudgeRequest[],
   c: JudgeConfig,
   cache: JudgeCache,
   client: JudgeClient,
-): Promise<string[]> {
+): Promise<{ answers: string[]; fromCache: number; distinct: number }> {
   const keys = await Promise.all(requests.map((r) => judgeCacheKey(c, r.messages)));
   const cached = await Promise.all(keys.map((key) => cache.get(key)));
-  const answers = cached.map((entry) => entry?.answer ?? "");
-  const missing = cached.flatMap((entry, i) => entry === null ? [i] : []);
-  await inParallel(missing, c.concurrency, async (i, signal) => {
-    const answer = await client.answer(requests[i].messages, signal);
-    const entry: CachedAnswer = {
-      key: keys[i],
-      model: c.model ?? "",
-      answer,
-      grades: gradesOf(answer, requests[i], c),
-    };
+  const byKey = new Map<string, string>();
+  cached.forEach((entry, i) => entry && byKey.set(keys[i], entry.answer));
+  const fromCache = byKey.size;
+  const missing = [...new Set(keys.filter((key) => !byKey.has(key)))];
+  await inParallel(missing, c.concurrency, async (key, signal) => {
+    const request = requests[keys.indexOf(key)];
+    const answer = await client.answer(request.messages, signal);
+    const entry: CachedAnswer = { key, model: c.model ?? "", answer, grades: gradesOf(answer, request, c) };
     await cache.put(entry);
-    answers[i] = answer;
+    byKey.set(key, answer);
   });
-  return answers;
+  return { answers: keys.map((key) => byKey.get(key)!), fromCache, distinct: byKey.size };
 }
 
 /**
