@@ -85,6 +85,7 @@ export * from "./lib/data/mod.ts";
 // Checkpoints and model directories.
 export * as safetensors from "./lib/safetensors/mod.ts";
 export { type ModelDir, openModelDir, QWEN3_LINEARS, qwen3Weights } from "./lib/model/model_dir.ts";
+export { loadSharedWeights, type SharedWeights } from "./lib/model/shared_weights.ts";
 export { type Qwen3Config, readQwen3Config } from "./lib/model/hf_config.ts";
 export {
   QWEN3_06B_SHAPE_PRESET,

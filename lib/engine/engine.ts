@@ -18,7 +18,13 @@ import { LORA_SCALE_INPUT } from "../model/graph/lora_inputs.ts";
 import { buildInferenceModel, IO } from "./infer_graph.ts";
 import { type CacheBinding, type CacheIO, cacheIO, emptyCache } from "./kv_cache.ts";
 import { bool, float32, int32, int64, samplingFeeds, type SamplingParams } from "./feeds.ts";
-import { type BoundTensor, type EngineSession, openEngineSession, type SessionOptions } from "./session.ts";
+import {
+  type BoundTensor,
+  type EngineSession,
+  openEngineSession,
+  type SessionOptions,
+  sessionWeights,
+} from "./session.ts";
 import { packRows } from "./pack.ts";
 
 /** One step of a generation batch: new tokens for every sequence of the binding. */
@@ -62,8 +68,8 @@ export class InferenceEngine {
     lora: LoraShape | null,
     options: SessionOptions,
   ): Promise<InferenceEngine> {
-    const built = buildInferenceModel(model, lora, options.ep);
-    const session = await openEngineSession(built.bytes, built.externalFolder, options);
+    const built = buildInferenceModel(model, lora, options.ep, sessionWeights(options));
+    const session = await openEngineSession(built.bytes, built.externalFolder, options, built.shared);
     const engine = new InferenceEngine(model.config, lora, session);
     engine.setLoraWeights(null, 0);
     return engine;

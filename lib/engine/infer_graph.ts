@@ -38,6 +38,7 @@ import {
   sampleNext,
 } from "../model/graph/head.ts";
 import type { ExecutionProvider } from "../ort/providers.ts";
+import type { SharedTensor, SharedWeights } from "../model/shared_weights.ts";
 import { ropeTables } from "../model/graph/rope.ts";
 
 const { Concat, Gather, GroupQueryAttention, If, Reshape, Shape } = OPS;
@@ -69,13 +70,19 @@ export interface InferenceModel {
   bytes: Uint8Array;
   /** Folder the external weights are relative to (session option). */
   externalFolder: string;
+  /** Built over shared weights: the shared tensors the session must be given (else empty). */
+  shared: SharedTensor[];
 }
 
-/** Builds the inference graph of `model` with LoRA inputs of `lora` (null: no adapter inputs). */
+/**
+ * Builds the inference graph of `model` with LoRA inputs of `lora` (null: no adapter inputs), over
+ * `shared` weights when given (graph/weights.ts).
+ */
 export function buildInferenceModel(
   model: ModelDir,
   lora: LoraShape | null,
   ep: ExecutionProvider = "cpu",
+  shared?: SharedWeights,
 ): InferenceModel {
   const cfg = model.config;
   const { num_hidden_layers: L, num_key_value_heads: nKV, head_dim: D } = cfg;
@@ -87,7 +94,7 @@ export function buildInferenceModel(
     key: g.input(IO.pastKey(l), "float32", ["B", nKV, "M", D]),
     value: g.input(IO.pastValue(l), "float32", ["B", nKV, "M", D]),
   }));
-  const weights = addCheckpointWeights(g, model);
+  const weights = addCheckpointWeights(g, model, shared);
   const loraInputs = addLoraInputs(g, cfg, lora);
   const rope = ropeTables(D, cfg.rope_theta, cfg.max_position_embeddings);
   const cos = g.initializer("rope.cos", rope.cos, [rope.positions, rope.half]); // [P, D/2]
@@ -117,6 +124,7 @@ export function buildInferenceModel(
   return {
     bytes: g.toModel({ doc: `Qwen3 inference graph for ${model.dir}` }),
     externalFolder: weights.folder,
+    shared: weights.shared,
   };
 }
 

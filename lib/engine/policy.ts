@@ -10,6 +10,7 @@ import type { Qwen3Config } from "../model/hf_config.ts";
 import type { Adapter, LoraSpec } from "../model/lora.ts";
 import type { BatchStats, GenerateOptions, Generation } from "./generate.ts";
 import type { ExecutionProvider } from "../ort/providers.ts";
+import type { SharedWeights } from "../model/shared_weights.ts";
 
 export type { BatchStats, GenerateOptions, Generation } from "./generate.ts";
 
@@ -26,6 +27,12 @@ export interface PolicyOptions {
   ep?: ExecutionProvider;
   /** onnxruntime intra-op threads; 0 or absent = one per core. */
   threads?: number;
+  /**
+   * The model's float32 weights loaded once per process (`loadSharedWeights`), to share with a trainer
+   * in the same process instead of holding a copy of its own (lib/engine/session.ts). Posted to the
+   * policy's Worker as is: the memory is shared, not copied.
+   */
+  sharedWeights?: SharedWeights | null;
   /** Most padded tokens per scoring call (default 4096): bounds memory of `logprobs`. */
   tokenBudget?: number;
   /**

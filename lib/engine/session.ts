@@ -9,6 +9,14 @@
  * the whole cache per decode step. Where the FFI library cannot be loaded (not linux-x64) the engine
  * session falls back to the binding, with one warning line on stderr.
  *
+ * Shared weights: given `SessionOptions.sharedWeights` (lib/model/shared_weights.ts) and a graph built
+ * over them, an FFI session reads the weights from that shared memory (onnxruntime's AddInitializer)
+ * instead of folding its own float32 copy, and prepacking is off so that no GEMM keeps a packed copy
+ * either: every session of the process computes on the one copy. Such sessions also run without
+ * onnxruntime's CPU arena and memory patterns, so that one session's activations are returned after
+ * its run rather than kept beside the other's. The binding cannot do this; where FFI is unavailable
+ * `sessionWeights` returns undefined and the graphs fold their own copies as before.
+ *
  * Environment knobs, for experiments and diagnosis (both kinds):
  *   DENO_RL_ORT_OPT      graph optimization level: disabled | basic | extended | all (default)
  *   DENO_RL_ORT_CONFIG   extra session config entries, "key=value,key=value"
@@ -24,12 +32,18 @@ import { ortApi } from "../ort/api.ts";
 import type { ExecutionProvider } from "../ort/providers.ts";
 import { GRAPH_OPTIMIZATION, type GraphOptimization, OrtSession } from "../ort/session.ts";
 import { type HostTensor, OrtTensor } from "../ort/value.ts";
+import { type SharedTensor, sharedTensorData, type SharedWeights } from "../model/shared_weights.ts";
 
 /** How to run a graph. */
 export interface SessionOptions {
   ep?: ExecutionProvider;
   /** Intra-op threads; 0 or absent lets onnxruntime choose (one per core). */
   threads?: number;
+  /**
+   * The model's float32 weights, loaded once per process (`loadSharedWeights`): graphs are built over
+   * them and sessions read them in place (FFI only; ignored, with a warning, where FFI is unavailable).
+   */
+  sharedWeights?: SharedWeights | null;
 }
 
 /** Options resolved from `SessionOptions` and the environment knobs. */
@@ -41,7 +55,11 @@ interface ResolvedOptions {
   profile: string | undefined;
 }
 
-function resolveOptions(externalFolder: string, options: SessionOptions): ResolvedOptions {
+function resolveOptions(
+  externalFolder: string,
+  options: SessionOptions,
+  defaults: Record<string, string> = {},
+): ResolvedOptions {
   const optimization = Deno.env.get("DENO_RL_ORT_OPT") ?? "all";
   if (!(optimization in GRAPH_OPTIMIZATION)) {
     throw new UserError("DENO_RL_ORT_OPT", {
@@ -50,7 +68,10 @@ function resolveOptions(externalFolder: string, options: SessionOptions): Resolv
       fix: `use one of ${Object.keys(GRAPH_OPTIMIZATION).join(", ")}`,
     });
   }
-  const config: Record<string, string> = { model_external_initializers_file_folder_path: externalFolder };
+  const config: Record<string, string> = {
+    ...defaults,
+    model_external_initializers_file_folder_path: externalFolder,
+  };
   const extra = Deno.env.get("DENO_RL_ORT_CONFIG"); // experiments: "key=value,key=value" session config entries
   for (const kv of extra ? extra.split(",") : []) {
     const [k, v] = kv.split("=");
@@ -111,9 +132,13 @@ export async function openEngineSession(
   bytes: Uint8Array,
   externalFolder: string,
   options: SessionOptions = {},
+  shared: readonly SharedTensor[] = [],
 ): Promise<EngineSession> {
-  if (ffiUsable()) {
-    const o = resolveOptions(externalFolder, options);
+  if (shared.length > 0 || ffiUsable()) {
+    const initializers = shared.length > 0 ? sharedInitializers(options.sharedWeights, shared) : undefined;
+    // A prepacked GEMM weight is a packed copy per session: off where the weights are shared.
+    const defaults: Record<string, string> = initializers ? { disable_prepacking: "1" } : {};
+    const o = resolveOptions(externalFolder, options, defaults);
     try {
       const session = OrtSession.create(bytes, {
         providers: [o.ep],
@@ -122,6 +147,11 @@ export async function openEngineSession(
         graphOptimization: o.optimization,
         config: sessionKeys(o.config),
         profileFilePrefix: o.profile,
+        initializers,
+        // Where the weights are shared, so is the process's memory: activations go back to the system
+        // after each run instead of staying in this session's arena (docs/ENGINE_FACTS.md).
+        cpuArena: !initializers,
+        memPattern: !initializers,
       });
       return new FfiEngineSession(session);
     } catch (e) {
@@ -129,6 +159,39 @@ export async function openEngineSession(
     }
   }
   return new BindingEngineSession(await createSession(bytes, externalFolder, options));
+}
+
+/**
+ * The shared weights to build graphs over: `options.sharedWeights` where this thread can run FFI
+ * sessions; undefined otherwise (the graphs then fold their own copies, as the binding needs).
+ */
+export function sessionWeights(options: SessionOptions): SharedWeights | undefined {
+  if (!options.sharedWeights) return undefined;
+  return ffiUsable() ? options.sharedWeights : undefined;
+}
+
+/** This thread's tensors over each shared buffer, made once and kept while the buffer lives. */
+const sharedTensors = new WeakMap<SharedArrayBuffer, Map<string, OrtTensor>>();
+
+/** The initializers a graph built over shared weights declared, as tensors over the shared memory. */
+function sharedInitializers(
+  weights: SharedWeights | null | undefined,
+  declared: readonly SharedTensor[],
+): Record<string, OrtTensor> {
+  if (!weights) throw new Error("engine session: the graph was built over shared weights; pass them");
+  let tensors = sharedTensors.get(weights.buffer);
+  if (!tensors) sharedTensors.set(weights.buffer, tensors = new Map());
+  const out: Record<string, OrtTensor> = {};
+  for (const t of declared) {
+    const mine = weights.tensors.find((w) => w.name === t.name);
+    if (!mine || mine.offset !== t.offset || mine.dims.join() !== t.dims.join()) {
+      throw new Error(`engine session: shared tensor ${t.name} is not in these shared weights`);
+    }
+    let tensor = tensors.get(t.name);
+    if (!tensor) tensors.set(t.name, tensor = new OrtTensor("float32", sharedTensorData(weights, t), t.dims));
+    out[t.name] = tensor;
+  }
+  return out;
 }
 
 /** The binding prefixes its `extra.session` keys with "session."; the C API takes the full key. */

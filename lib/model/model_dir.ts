@@ -31,6 +31,17 @@ export const QWEN3_LINEARS = [
   "down_proj",
 ] as const;
 
+/**
+ * The Linears of a layer that read the same input, each group multiplied as one stacked `[Σout, in]`
+ * matrix (decoder.ts `linearsWithLora`); shared weights are stored stacked this way (shared_weights.ts).
+ */
+export const QWEN3_LINEAR_GROUPS: readonly (readonly (typeof QWEN3_LINEARS[number])[])[] = [
+  ["q_proj", "k_proj", "v_proj"],
+  ["o_proj"],
+  ["gate_proj", "up_proj"],
+  ["down_proj"],
+];
+
 /** `model.layers.N.self_attn.q_proj` etc.: the module path of a Linear. */
 export function linearPath(layer: number, linear: typeof QWEN3_LINEARS[number]): string {
   const group = linear === "gate_proj" || linear === "up_proj" || linear === "down_proj"

@@ -23,6 +23,8 @@ export const ORT_API_INDEX = {
   Run: 9,
   CreateSessionOptions: 10,
   EnableProfiling: 14,
+  DisableMemPattern: 17,
+  DisableCpuMemArena: 19,
   SetSessionGraphOptimizationLevel: 23,
   SetIntraOpNumThreads: 24,
   SetInterOpNumThreads: 25,
@@ -42,6 +44,10 @@ export const ORT_API_INDEX = {
   ReleaseSessionOptions: 100,
   SessionEndProfiling: 110,
   AddSessionConfigEntry: 130,
+  AddInitializer: 150,
+  CreatePrepackedWeightsContainer: 166,
+  ReleasePrepackedWeightsContainer: 167,
+  CreateSessionFromArrayWithPrepackedWeightsContainer: 169,
   SessionOptionsAppendExecutionProvider_CUDA_V2: 204,
   CreateCUDAProviderOptions: 205,
   ReleaseCUDAProviderOptions: 208,
@@ -62,6 +68,8 @@ const SIGNATURES = {
   Run: { parameters: [P, P, B, B, "usize", B, "usize", B], result: STATUS },
   CreateSessionOptions: { parameters: [B], result: STATUS },
   EnableProfiling: { parameters: [P, B], result: STATUS }, // options, file prefix
+  DisableMemPattern: { parameters: [P], result: STATUS },
+  DisableCpuMemArena: { parameters: [P], result: STATUS },
   SetSessionGraphOptimizationLevel: { parameters: [P, "i32"], result: STATUS },
   SetIntraOpNumThreads: { parameters: [P, "i32"], result: STATUS },
   SetInterOpNumThreads: { parameters: [P, "i32"], result: STATUS },
@@ -82,6 +90,14 @@ const SIGNATURES = {
   ReleaseSessionOptions: { parameters: [P], result: "void" },
   SessionEndProfiling: { parameters: [P, P, B], result: STATUS }, // session, allocator, char** out
   AddSessionConfigEntry: { parameters: [P, B, B], result: STATUS }, // options, key, value
+  AddInitializer: { parameters: [P, B, P], result: STATUS }, // options, name, OrtValue* (caller's memory)
+  CreatePrepackedWeightsContainer: { parameters: [B], result: STATUS }, // OrtPrepackedWeightsContainer** out
+  ReleasePrepackedWeightsContainer: { parameters: [P], result: "void" },
+  // env, bytes, n, options, container, out
+  CreateSessionFromArrayWithPrepackedWeightsContainer: {
+    parameters: [P, B, "usize", P, P, B],
+    result: STATUS,
+  },
   SessionOptionsAppendExecutionProvider_CUDA_V2: { parameters: [P, P], result: STATUS },
   CreateCUDAProviderOptions: { parameters: [B], result: STATUS },
   ReleaseCUDAProviderOptions: { parameters: [P], result: "void" },

@@ -11,6 +11,14 @@
  *
  * Calls block the calling thread for the whole run (the engine runs in a Worker).
  *
+ * Initializers can be given as tensors over the caller's memory (`initializers`, onnxruntime's
+ * AddInitializer): the session then computes with that memory instead of loading its own copy, so
+ * several sessions can share one copy of a model's weights (lib/model/shared_weights.ts). The graph
+ * still declares each such initializer (any external-data reference to an existing file will do; it
+ * is never read). Prepacking (on by default) would give each consuming MatMul/Gemm its own packed
+ * copy, so sharing sessions usually set `session.disable_prepacking`; a `PrepackedWeights` container
+ * makes sessions share those packed copies instead (docs/ENGINE_FACTS.md has the measurements).
+ *
  * @module
  */
 
@@ -36,6 +44,21 @@ export interface OrtSessionOptions {
   providers?: readonly ExecutionProvider[];
   /** Write a profile (JSON) with this file prefix; it is closed by `endProfiling()` or `release()`. */
   profileFilePrefix?: string;
+  /**
+   * Initializers read from the caller's memory instead of the model (AddInitializer), by graph name.
+   * The session keeps the tensors reachable until it is released; their memory must not change
+   * while a run is in flight.
+   */
+  initializers?: Readonly<Record<string, OrtTensor>>;
+  /**
+   * onnxruntime's CPU arena (default on): it keeps every block it ever allocated for reuse. Off, freed
+   * activations go back to the system allocator (and large blocks to the OS).
+   */
+  cpuArena?: boolean;
+  /** Memory patterns (default on): after a run, plan one block per input shape for the next runs. */
+  memPattern?: boolean;
+  /** Share prepacked weights with every other session created with the same container. */
+  prepackedWeights?: PrepackedWeights;
 }
 
 const ORT_LOGGING_LEVEL_WARNING = 2;
@@ -57,32 +80,68 @@ interface CName {
   address: bigint;
 }
 
+/**
+ * An `OrtPrepackedWeightsContainer`: sessions created with the same container share the packed copies
+ * that their MatMul/Gemm kernels make of initializers given through `initializers` (only those).
+ */
+export class PrepackedWeights {
+  #container: Deno.PointerValue;
+
+  constructor() {
+    const out = outSlot();
+    check(ortApi().CreatePrepackedWeightsContainer(out), "CreatePrepackedWeightsContainer");
+    this.#container = outPointer(out);
+  }
+
+  /** The container pointer (for session creation). */
+  get pointer(): Deno.PointerObject {
+    if (!this.#container) throw new Error("PrepackedWeights: used after release()");
+    return this.#container;
+  }
+
+  /** Frees the container; only after every session created with it has been released. */
+  release(): void {
+    if (this.#container) ortApi().ReleasePrepackedWeightsContainer(this.#container);
+    this.#container = null;
+  }
+}
+
 export class OrtSession {
   readonly inputNames: readonly string[];
   readonly outputNames: readonly string[];
   #session: Deno.PointerValue;
   #profiling: boolean;
   readonly #names = new Map<string, CName>();
+  /** What the session reads from outside itself: kept reachable until release(). */
+  readonly #borrowed: unknown[];
 
-  private constructor(session: Deno.PointerObject, profiling: boolean) {
+  private constructor(session: Deno.PointerObject, profiling: boolean, borrowed: unknown[]) {
     this.#session = session;
     this.#profiling = profiling;
+    this.#borrowed = borrowed;
     this.inputNames = sessionNames(session, "input");
     this.outputNames = sessionNames(session, "output");
   }
 
-  /** Builds a session from serialized model bytes (CreateSessionFromArray). */
+  /** Builds a session from serialized model bytes (CreateSessionFromArray[WithPrepackedWeightsContainer]). */
   static create(model: Uint8Array, options: OrtSessionOptions = {}): OrtSession {
     const api = ortApi();
     const env = ortEnv(); // before the options: providers log through the env's default logger
     const opts = createOptions(options);
     try {
       const out = outSlot();
-      check(
-        api.CreateSessionFromArray(env, model, BigInt(model.byteLength), opts, out),
-        "CreateSessionFromArray",
-      );
-      return new OrtSession(outPointer(out)!, options.profileFilePrefix !== undefined);
+      const n = BigInt(model.byteLength);
+      if (options.prepackedWeights) {
+        const container = options.prepackedWeights.pointer;
+        check(
+          api.CreateSessionFromArrayWithPrepackedWeightsContainer(env, model, n, opts, container, out),
+          "CreateSessionFromArrayWithPrepackedWeightsContainer",
+        );
+      } else {
+        check(api.CreateSessionFromArray(env, model, n, opts, out), "CreateSessionFromArray");
+      }
+      const borrowed = [options.initializers, options.prepackedWeights];
+      return new OrtSession(outPointer(out)!, options.profileFilePrefix !== undefined, borrowed);
     } finally {
       api.ReleaseSessionOptions(opts);
     }
@@ -137,6 +196,7 @@ export class OrtSession {
     this.endProfiling();
     ortApi().ReleaseSession(this.#session);
     this.#session = null;
+    this.#borrowed.length = 0;
   }
 
   #live(): Deno.PointerObject {
@@ -173,6 +233,11 @@ function createOptions(options: OrtSessionOptions): Deno.PointerObject {
     }
     for (const [key, value] of Object.entries(options.config ?? {})) {
       check(api.AddSessionConfigEntry(opts, cString(key), cString(value)), `AddSessionConfigEntry ${key}`);
+    }
+    if (options.cpuArena === false) check(api.DisableCpuMemArena(opts), "DisableCpuMemArena");
+    if (options.memPattern === false) check(api.DisableMemPattern(opts), "DisableMemPattern");
+    for (const [name, tensor] of Object.entries(options.initializers ?? {})) {
+      check(api.AddInitializer(opts, cString(name), tensor.value), `AddInitializer ${name}`);
     }
     if (options.profileFilePrefix !== undefined) {
       check(api.EnableProfiling(opts, cString(options.profileFilePrefix)), "EnableProfiling");

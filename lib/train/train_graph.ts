@@ -30,6 +30,7 @@ import { decoder, headWeight } from "../model/graph/decoder.ts";
 import { inverseTemperature, logSoftmaxFor } from "../model/graph/head.ts";
 import { ropeTables } from "../model/graph/rope.ts";
 import type { ExecutionProvider } from "../ort/providers.ts";
+import type { SharedTensor, SharedWeights } from "../model/shared_weights.ts";
 import { causalAttention, shaped } from "./attention.ts";
 import { fusedHeadLoss } from "./head_loss.ts";
 import { clippedSurrogate, negativeLogLikelihood, type Objective } from "./objective.ts";
@@ -79,10 +80,12 @@ export interface TrainModel {
   externalFolder: string;
   /** PEFT keys of the LoRA tensors, in input order; each has an output `grad.<key>`. */
   loraKeys: string[];
+  /** Built over shared weights: the shared tensors the session must be given (else empty). */
+  shared: SharedTensor[];
 }
 
-/** Builds the train graph of `model` for `spec`. */
-export function buildTrainModel(model: ModelDir, spec: TrainGraphSpec): TrainModel {
+/** Builds the train graph of `model` for `spec`, over `shared` weights when given (graph/weights.ts). */
+export function buildTrainModel(model: ModelDir, spec: TrainGraphSpec, shared?: SharedWeights): TrainModel {
   const cfg = model.config;
   const g = new GraphBuilder("qwen3_train");
   const ids = g.input(TRAIN_IO.ids, "int64", ["B", "T"]);
@@ -99,7 +102,7 @@ export function buildTrainModel(model: ModelDir, spec: TrainGraphSpec): TrainMod
   const [epsLow, epsHigh, beta] = [scalar(TRAIN_IO.epsLow), scalar(TRAIN_IO.epsHigh), scalar(TRAIN_IO.beta)];
   const chunk = g.input(TRAIN_IO.chunk, "int64", []);
 
-  const weights = addCheckpointWeights(g, model);
+  const weights = addCheckpointWeights(g, model, shared);
   const lora = addLoraInputs(g, cfg, spec.lora);
   const rope = ropeTables(cfg.head_dim, cfg.rope_theta, cfg.max_position_embeddings);
   const cos = g.initializer("rope.cos", rope.cos, [rope.positions, rope.half]); // [P, D/2]
@@ -153,5 +156,6 @@ export function buildTrainModel(model: ModelDir, spec: TrainGraphSpec): TrainMod
     bytes: g.toModel({ doc: `Qwen3 LoRA train graph for ${model.dir}` }),
     externalFolder: weights.folder,
     loraKeys: lora.tensors.map((t) => t.name),
+    shared: weights.shared,
   };
 }

@@ -2,15 +2,26 @@
  * `Trainer`: the train graph's session. One call per micro-batch gives the LoRA gradients of that
  * micro-batch's share of the loss, the loss, and per-row log-probs and loss parts.
  *
+ * The session is the engine's (lib/engine/session.ts): through FFI every output (gradients, log-probs,
+ * loss parts) is written by onnxruntime into arrays allocated here before the run, so nothing is copied
+ * after it; the Node binding is used only where FFI is unavailable. Given `options.sharedWeights`, the
+ * graph reads the model's weights from that shared memory, the same copy an inference engine in this
+ * process reads (lib/model/shared_weights.ts).
+ *
  * @module
  */
 
-import * as ort from "onnxruntime-node";
 import type { ModelDir } from "../model/model_dir.ts";
 import { headChunkRows } from "../model/graph/head.ts";
 import { LORA_SCALE_INPUT } from "../model/graph/lora_inputs.ts";
 import { loraScale, type LoraSpec, loraTensorSpecs, type LoraWeights } from "../model/lora.ts";
-import { createSession, type SessionOptions } from "../engine/session.ts";
+import {
+  type EngineSession,
+  openEngineSession,
+  type SessionOptions,
+  sessionWeights,
+} from "../engine/session.ts";
+import type { HostTensor } from "../ort/value.ts";
 import type { MicroBatch } from "./batch.ts";
 import { buildTrainModel, TRAIN_IO, type TrainGraphSpec } from "./train_graph.ts";
 
@@ -38,12 +49,12 @@ export class Trainer {
   readonly spec: TrainGraphSpec & { lora: LoraSpec };
   /** Rows of logits the head computes at once, at most. */
   readonly maxChunk: number;
-  readonly #session: ort.InferenceSession;
+  readonly #session: EngineSession;
 
   private constructor(
     model: ModelDir,
     spec: TrainGraphSpec & { lora: LoraSpec },
-    session: ort.InferenceSession,
+    session: EngineSession,
   ) {
     this.model = model;
     this.spec = spec;
@@ -60,10 +71,20 @@ export class Trainer {
     spec: TrainGraphSpec & { lora: LoraSpec },
     options: SessionOptions = {},
   ): Promise<Trainer> {
-    const built = buildTrainModel(model, spec);
-    const session = await createSession(built.bytes, built.externalFolder, { ...options, ep: spec.ep });
+    const built = buildTrainModel(model, spec, sessionWeights(options));
+    const session = await openEngineSession(
+      built.bytes,
+      built.externalFolder,
+      { ...options, ep: spec.ep },
+      built.shared,
+    );
     Trainer.created++;
     return new Trainer(model, spec, session);
+  }
+
+  /** Whether the session runs through FFI (outputs written in place) or the Node binding. */
+  get backend(): EngineSession["backend"] {
+    return this.#session.backend;
   }
 
   /** Forward and backward over one micro-batch with LoRA `params` (scaled by `scale`, default the spec's). */
@@ -75,10 +96,10 @@ export class Trainer {
   ): Promise<MicroResult> {
     const dims = [mb.rows, mb.width];
     const head = [mb.headRows.length];
-    const f32 = (data: Float32Array) => new ort.Tensor("float32", data, head);
-    const i64 = (data: BigInt64Array, shape = dims) => new ort.Tensor("int64", data, shape);
-    const scalar = (v: number) => new ort.Tensor("float32", Float32Array.from([v]), []);
-    const feeds: Record<string, ort.Tensor> = {
+    const f32 = (data: Float32Array, shape = head): HostTensor => ({ type: "float32", data, dims: shape });
+    const i64 = (data: BigInt64Array, shape = dims): HostTensor => ({ type: "int64", data, dims: shape });
+    const scalar = (v: number) => f32(Float32Array.of(v), []);
+    const inputs: Record<string, HostTensor> = {
       [TRAIN_IO.ids]: i64(mb.ids),
       [TRAIN_IO.positions]: i64(mb.positions),
       [TRAIN_IO.headRows]: i64(mb.headRows, head),
@@ -90,26 +111,40 @@ export class Trainer {
       [TRAIN_IO.epsLow]: scalar(s.epsLow),
       [TRAIN_IO.epsHigh]: scalar(s.epsHigh),
       [TRAIN_IO.beta]: scalar(s.beta),
-      [TRAIN_IO.chunk]: new ort.Tensor("int64", BigInt64Array.from([BigInt(mb.chunk)]), []),
+      [TRAIN_IO.chunk]: i64(BigInt64Array.of(BigInt(mb.chunk)), []),
       [LORA_SCALE_INPUT]: scalar(scale),
     };
-    if (this.spec.withReference) feeds[TRAIN_IO.ref] = f32(mb.ref ?? new Float32Array(mb.headRows.length));
+    if (this.spec.withReference) inputs[TRAIN_IO.ref] = f32(mb.ref ?? new Float32Array(mb.headRows.length));
     const keys = loraTensorSpecs(this.model.config, this.spec.lora);
-    for (const t of keys) feeds[t.key] = new ort.Tensor("float32", params.get(t.key)!, t.dims);
-    const out = await this.#session.run(feeds);
-    const data = (name: string) => out[name].data as Float32Array;
-    return {
-      loss: data(TRAIN_IO.loss)[0],
-      grads: new Map(keys.map((t) => [t.key, data(TRAIN_IO.grad(t.key))])),
-      logprobs: data(TRAIN_IO.logprobs),
-      pg: data(TRAIN_IO.pg),
-      kl: data(TRAIN_IO.kl),
-      clipped: data(TRAIN_IO.clipped),
-      entropy: data(TRAIN_IO.entropy),
+    for (const t of keys) inputs[t.key] = f32(params.get(t.key)!, t.dims);
+
+    // Every output is allocated here and written in place by the run.
+    const rows = () => new Float32Array(mb.headRows.length);
+    const result: MicroResult = {
+      loss: 0,
+      grads: new Map(keys.map((t) => [t.key, new Float32Array(t.dims[0] * t.dims[1])])),
+      logprobs: rows(),
+      pg: rows(),
+      kl: rows(),
+      clipped: rows(),
+      entropy: rows(),
     };
+    const loss = new Float32Array(1);
+    const outputs: Record<string, HostTensor> = {
+      [TRAIN_IO.loss]: f32(loss, []),
+      [TRAIN_IO.logprobs]: f32(result.logprobs),
+      [TRAIN_IO.pg]: f32(result.pg),
+      [TRAIN_IO.kl]: f32(result.kl),
+      [TRAIN_IO.clipped]: f32(result.clipped),
+      [TRAIN_IO.entropy]: f32(result.entropy),
+    };
+    for (const t of keys) outputs[TRAIN_IO.grad(t.key)] = f32(result.grads.get(t.key)!, t.dims);
+    await this.#session.run(inputs, outputs);
+    result.loss = loss[0];
+    return result;
   }
 
   async close(): Promise<void> {
-    await this.#session.release();
+    await this.#session.close();
   }
 }

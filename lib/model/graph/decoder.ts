@@ -21,11 +21,12 @@ import type { GraphBuilder, Value } from "../../onnx/builder.ts";
 import { rmsNorm, swiglu } from "../../onnx/compose.ts";
 import { OPS } from "../../onnx/ops.ts";
 import type { Qwen3Config } from "../hf_config.ts";
-import { linearPath, type QWEN3_LINEARS } from "../model_dir.ts";
+import type { QwenLinear } from "../lora.ts";
+import { linearShape, QWEN3_LINEAR_GROUPS } from "../model_dir.ts";
 import type { LoraInputs, LoraPairValues } from "./lora_inputs.ts";
 import type { GraphWeights } from "./weights.ts";
 
-const { Add, Concat, Gather, Gemm, Mul, Reshape, Split } = OPS;
+const { Add, Gather, Gemm, Mul, Reshape, Split } = OPS;
 
 /** Attention of one layer: q `[N, nH*D]`, k and v `[N, nKV*D]` (q/k already normed, no RoPE yet) → `[N, nH*D]`. */
 export type AttentionFn = (layer: number, q: Value, k: Value, v: Value) => Value;
@@ -57,26 +58,25 @@ function decoderLayer(g: GraphBuilder, x: Value, layer: number, parts: DecoderPa
   const { cfg, weights } = parts;
   const { rms_norm_eps: eps, num_attention_heads: nH, num_key_value_heads: nKV, head_dim: D } = cfg;
   const w = (name: string) => weights.get(`model.layers.${layer}.${name}.weight`);
-  const projs = (input: Value, linears: (typeof QWEN3_LINEARS[number])[]) =>
+  const projs = (input: Value, group: readonly QwenLinear[]) =>
     linearsWithLora(
       g,
       input,
-      linears.map((linear) => ({
-        w: weights.get(`${linearPath(layer, linear)}.weight`),
-        lora: parts.lora.pair(layer, linear),
-      })),
+      weights.linears(layer, group),
+      group.map((linear) => ({ out: linearShape(cfg, linear)[0], lora: parts.lora.pair(layer, linear) })),
     );
+  const [qkv, o, gateUp, down] = QWEN3_LINEAR_GROUPS; // q/k/v, o, gate/up, down
 
   const n = rmsNorm(g, x, w("input_layernorm"), eps); // [N, H]
-  const [qp, kp, v] = projs(n, ["q_proj", "k_proj", "v_proj"]); // [N, nH*D], [N, nKV*D], [N, nKV*D]
+  const [qp, kp, v] = projs(n, qkv); // [N, nH*D], [N, nKV*D], [N, nKV*D]
   const q = headNorm(g, qp, w("self_attn.q_norm"), nH, D, eps); // [N, nH*D]
   const k = headNorm(g, kp, w("self_attn.k_norm"), nKV, D, eps); // [N, nKV*D]
   const attn = g.scope("attn", () => parts.attention(layer, q, k, v)); // [N, nH*D]
-  const h = Add.emit(g, x, projs(attn, ["o_proj"])[0]); // [N, H]
+  const h = Add.emit(g, x, projs(attn, o)[0]); // [N, H]
 
   const m = rmsNorm(g, h, w("post_attention_layernorm"), eps); // [N, H]
-  const [gate, up] = projs(m, ["gate_proj", "up_proj"]); // [N, I] each
-  return Add.emit(g, h, projs(swiglu(g, gate, up), ["down_proj"])[0]); // [N, H]
+  const [gate, up] = projs(m, gateUp); // [N, I] each
+  return Add.emit(g, h, projs(swiglu(g, gate, up), down)[0]); // [N, H]
 }
 
 /** RMSNorm over each head's D features: `[N, heads*D]` → `[N, heads*D]`. */
@@ -85,24 +85,26 @@ function headNorm(g: GraphBuilder, x: Value, weight: Value, heads: number, D: nu
   return Reshape.emit(g, rmsNorm(g, perHead, weight, eps), [0, heads * D]); // [N, heads*D]
 }
 
-/** One Linear of a group: its `[out, in]` weight and adapter. */
+/** One Linear of a group: its output size (rows of the stacked weight) and adapter. */
 export interface LinearMember {
-  w: Value;
+  out: number;
   lora: LoraPairValues | undefined;
 }
 
 /**
- * Linears that read the same input (q, k, v; gate, up) as one Gemm over their stacked weights, split
- * after: one pass over x and, backward, one `dX = dY · W` instead of a sum of three. The stacked
- * weight is a constant Concat, folded once when the session loads. Each member adds its own LoRA
- * `scale · (x Aᵀ) Bᵀ`, the scale applied to the rank-r product (cheaper than to the `[N, out]` one).
- * x `[N, in]` → one `[N, out_i]` per member.
+ * Linears that read the same input (q, k, v; gate, up) as one Gemm over their stacked `[Σout, in]`
+ * weight (`GraphWeights.linears`), split after: one pass over x and, backward, one `dX = dY · W` instead
+ * of a sum of three. Each member adds its own LoRA `scale · (x Aᵀ) Bᵀ`, the scale applied to the
+ * rank-r product (cheaper than to the `[N, out]` one). x `[N, in]` → one `[N, out_i]` per member.
  */
-export function linearsWithLora(g: GraphBuilder, x: Value, members: readonly LinearMember[]): Value[] {
-  const sizes = members.map((m) => m.w.shape?.[0] as number);
-  const stacked = members.length === 1 ? members[0].w : Concat.emit(g, members.map((m) => m.w), 0); // [Σout, in]
+export function linearsWithLora(
+  g: GraphBuilder,
+  x: Value,
+  stacked: Value,
+  members: readonly LinearMember[],
+): Value[] {
   const y = Gemm.emit(g, x, stacked, null, { transB: true }); // [N, Σout]
-  const parts = members.length === 1 ? [y] : Split.emit(g, y, sizes, 1); // [N, out_i]
+  const parts = members.length === 1 ? [y] : Split.emit(g, y, members.map((m) => m.out), 1); // [N, out_i]
   return parts.map((part, i) => {
     const lora = members[i].lora;
     if (!lora) return part;

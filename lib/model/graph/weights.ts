@@ -1,12 +1,18 @@
 /**
- * A Qwen3 checkpoint's tensors as ONNX initializers that point **into** its safetensors files
- * (external data: no conversion, no copy on disk), cast to float32 where the checkpoint is bf16/f16.
+ * A Qwen3 checkpoint's tensors as the graph's float32 weights, in one of two ways:
+ *
+ * - **folded** (default): ONNX initializers that point **into** the safetensors files (external data:
+ *   no conversion, no copy on disk), cast to float32 where the checkpoint is bf16/f16, and each Linear
+ *   group stacked by a Concat. The casts and concats are constant-folded when the session loads (CPU
+ *   has no bf16 kernels; docs/ENGINE_FACTS.md), so every session holds its own float32 copy.
+ * - **shared**: float32 initializers of the shared layout (shared_weights.ts), declared without data
+ *   of their own (their external reference names the first shard and is never read). The session is
+ *   given the `SharedWeights` memory for each of them (lib/engine/session.ts), so no session copies or
+ *   folds anything: nothing in the graph computes on a weight before its consumer reads it.
  *
  * onnxruntime resolves external `location`s against one folder (the session option
  * `model_external_initializers_file_folder_path`) and rejects absolute paths and paths escaping it, so
  * every location is made relative to the deepest folder holding all the (symlink-resolved) shards.
- * The casts are constant-folded when the session loads (CPU has no bf16 kernels; docs/ENGINE_FACTS.md):
- * expect float32 copies of the weights in RAM.
  *
  * @module
  */
@@ -16,21 +22,36 @@ import type { GraphBuilder, Value } from "../../onnx/builder.ts";
 import { SAFETENSORS_DTYPE } from "../../onnx/dtype.ts";
 import { OPS } from "../../onnx/ops.ts";
 import { UserError } from "../../errors.ts";
+import type { QwenLinear } from "../lora.ts";
 import type { ModelDir } from "../model_dir.ts";
-import { qwen3Weights } from "../model_dir.ts";
+import { linearPath, qwen3Weights } from "../model_dir.ts";
+import {
+  checkSharedWeights,
+  type SharedTensor,
+  type SharedWeights,
+  stackedWeightName,
+} from "../shared_weights.ts";
 
-/** The float32 Values of a checkpoint's weights, by Hugging Face name, and where they live. */
+/** The float32 Values of a checkpoint's weights and where they live. */
 export interface GraphWeights {
-  /** Float32 value of each weight (the initializer itself, or its Cast). */
+  /** Float32 value of a norm weight, the embedding or the head, by Hugging Face name. */
   get(name: string): Value;
+  /** The `[Σout, in]` stack of a layer's Linears that read the same input (one Linear: its weight). */
+  linears(layer: number, group: readonly QwenLinear[]): Value;
   /** The folder every external `location` is relative to (a session option). */
   folder: string;
+  /** Shared mode: the shared tensors this graph declared (the session must be given each of them). */
+  shared: SharedTensor[];
 }
 
-/** Adds every Qwen3 weight of `model` to `g` as external data, cast to float32 where needed. */
-export function addCheckpointWeights(g: GraphBuilder, model: ModelDir): GraphWeights {
+/** Adds every Qwen3 weight of `model` to `g`: folded from the checkpoint, or read from `shared`. */
+export function addCheckpointWeights(g: GraphBuilder, model: ModelDir, shared?: SharedWeights): GraphWeights {
+  const folder = commonFolder(model.checkpoint.files);
+  return shared ? sharedGraphWeights(g, model, folder, shared) : foldedGraphWeights(g, model, folder);
+}
+
+function foldedGraphWeights(g: GraphBuilder, model: ModelDir, folder: string): GraphWeights {
   const { checkpoint } = model;
-  const folder = commonFolder(checkpoint.files);
   const values = new Map<string, Value>();
   for (const spec of qwen3Weights(model.config)) {
     const info = checkpoint.tensors.get(spec.name)!; // openModelDir checked presence and shape
@@ -43,14 +64,49 @@ export function addCheckpointWeights(g: GraphBuilder, model: ModelDir): GraphWei
     });
     values.set(spec.name, dtype === "float32" ? raw : OPS.Cast.emit(g, raw, "float32"));
   }
+  const get = (name: string): Value => {
+    const value = values.get(name);
+    if (!value) throw new Error(`graph weights: no tensor ${name} in ${model.dir}`);
+    return value;
+  };
   return {
     folder,
-    get(name: string): Value {
-      const value = values.get(name);
-      if (!value) throw new Error(`graph weights: no tensor ${name} in ${model.dir}`);
-      return value;
+    shared: [],
+    get,
+    linears(layer, group) {
+      const members = group.map((linear) => get(`${linearPath(layer, linear)}.weight`));
+      return members.length === 1 ? members[0] : OPS.Concat.emit(g, members, 0); // [Σout, in], folded
     },
   };
+}
+
+function sharedGraphWeights(
+  g: GraphBuilder,
+  model: ModelDir,
+  folder: string,
+  weights: SharedWeights,
+): GraphWeights {
+  checkSharedWeights(weights, model);
+  const byName = new Map(weights.tensors.map((t) => [t.name, t]));
+  const location = relative(folder, model.checkpoint.files[0]).split(sep).join("/");
+  const declared = new Map<string, Value>();
+  const shared: SharedTensor[] = [];
+  const get = (name: string): Value => {
+    let value = declared.get(name);
+    if (value) return value;
+    const t = byName.get(name);
+    if (!t) throw new Error(`graph weights: no shared tensor ${name} for ${model.dir}`);
+    // A placeholder: the session is given the shared memory instead (AddInitializer); never read.
+    value = g.external(name, "float32", t.dims, { location, offset: 0, length: 4 * numel(t.dims) });
+    declared.set(name, value);
+    shared.push(t);
+    return value;
+  };
+  return { folder, shared, get, linears: (layer, group) => get(stackedWeightName(layer, group)) };
+}
+
+function numel(dims: readonly number[]): number {
+  return dims.reduce((a, b) => a * b, 1);
 }
 
 /** The deepest folder containing every file (the files are absolute, symlinks resolved). */
