@@ -1,7 +1,7 @@
 /**
  * `deno task bench`: engine and trainer speed against peers in the same run, as ratios.
  *
- *   deno task bench [--only engine,train,rollout,score_mask] [--models tiny,qwen3-0.6b] [--bench.k=v …]
+ *   deno task bench [--only engine,train,weights,rollout,score_mask] [--models tiny,qwen3-0.6b] [--bench.k=v …]
  *
  * `--only` takes a comma-separated list of sections and may repeat; an unknown section is refused
  * (bench/only.ts).
@@ -10,7 +10,9 @@
  * runs/bench/models/): the engine benchmark (bench/engine_bench.ts) and transformers.js decoding the
  * same weights exported for it (bench/peer_transformersjs.ts); the train benchmark
  * (bench/train_bench.ts) and the PyTorch peer on the same batch (bench/peer_torch.py, needs Debian's
- * python3-torch and libopenblas0-pthread). Each measurement runs in its own process, one at a time.
+ * python3-torch and libopenblas0-pthread); the loop's process memory with the policy and the trainer both
+ * open, their weights separate or shared (bench/weights_bench.ts), with the PyTorch peer's peak on the
+ * same batch. Each measurement runs in its own process, one at a time.
  * Results go to runs/bench/results-<date>.{json,md}; paste the Markdown into BENCH.md.
  *
  * @module
@@ -22,7 +24,7 @@ import { parseCommandLine } from "../lib/cli/args.ts";
 import { reportFailure } from "../lib/cli/cli.ts";
 import { QWEN3_06B_SHAPE_PRESET, TINY_PRESET, writeRandomQwen3 } from "../lib/model/random_model.ts";
 import { exportForTransformersJs } from "../lib/model/export.ts";
-import { engineTables, machineLines, trainTables } from "./report.ts";
+import { engineTables, machineLines, trainTables, weightsTables } from "./report.ts";
 import { type BenchSection, parseOnly } from "./only.ts";
 
 const ROOT = resolve(new URL("..", import.meta.url).pathname);
@@ -120,8 +122,31 @@ async function trainSection(name: string, dir: string, b: BenchSettings) {
     `--write-batch=${batchFile}`,
   ]);
   console.error(`PyTorch: ${name} …`);
+  return { ours, peer: await torchPeer(dir, batchFile, b) };
+}
+
+/** The loop's process (policy + trainer, 3 steps) with separate and with shared weights, and PyTorch's peak. */
+async function weightsSection(name: string, dir: string, b: BenchSettings) {
+  const batchFile = join(OUT, `weights-batch-${name.replace(/[^\w.-]/g, "_")}.json`);
+  const run = (weights: string, more: string[] = []) => {
+    console.error(`weights (${weights}): ${name} …`);
+    return denoScript("weights_bench.ts", [
+      `--model=${dir}`,
+      `--weights=${weights}`,
+      `--threads=${b.threads}`,
+      ...more,
+    ]);
+  };
+  const separate = await run("separate", [`--write-batch=${batchFile}`]);
+  const shared = await run("shared");
+  console.error(`PyTorch: ${name} …`);
+  const peer = await torchPeer(dir, batchFile, b);
+  return { separate, shared, peer };
+}
+
+function torchPeer(dir: string, batchFile: string, b: BenchSettings) {
   const threads = b.threads > 0 ? b.threads : navigator.hardwareConcurrency;
-  const peer = await runJson(PYTHON, [
+  return runJson(PYTHON, [
     join(ROOT, "bench", "peer_torch.py"),
     "--model",
     dir,
@@ -132,7 +157,6 @@ async function trainSection(name: string, dir: string, b: BenchSettings) {
     "--steps",
     String(b.repeats),
   ]).catch((e) => ({ error: String(e) }));
-  return { ours, peer };
 }
 
 interface BenchSettings {
@@ -172,11 +196,12 @@ if (import.meta.main) {
     settings: b,
   };
   results.machine = await machineLines();
-  const perModel = want("engine") || want("train") || want("rollout");
+  const perModel = want("engine") || want("train") || want("weights") || want("rollout");
   for (const name of perModel ? b.models : []) {
     const dir = await modelDir(name);
     if (want("engine")) results[`engine:${name}`] = await engineSection(name, dir, b);
     if (want("train")) results[`train:${name}`] = await trainSection(name, dir, b);
+    if (want("weights")) results[`weights:${name}`] = await weightsSection(name, dir, b);
     if (want("rollout")) results[`rollout:${name}`] = await rolloutSection(name, dir, b);
   }
   if (want("score_mask")) {
@@ -191,6 +216,7 @@ if (import.meta.main) {
     ...b.models.flatMap((name) => [
       ...(results[`engine:${name}`] ? engineTables(name, results[`engine:${name}`] as never) : []),
       ...(results[`train:${name}`] ? trainTables(name, results[`train:${name}`] as never) : []),
+      ...(results[`weights:${name}`] ? weightsTables(name, results[`weights:${name}`] as never) : []),
     ]),
     ...b.models.flatMap((name) =>
       results[`rollout:${name}`]

@@ -110,3 +110,29 @@ export function trainTables(name: string, r: { ours: any; peer: any }): string[]
     "",
   ];
 }
+
+/** The loop's process with separate and with shared weights, and PyTorch's train peak on the same batch. */
+export function weightsTables(name: string, r: { separate: any; shared: any; peer: any }): string[] {
+  const row = (label: string, x: any) =>
+    x.error
+      ? `| ${label} | failed: ${String(x.error).slice(0, 120)} | | | |`
+      : `| ${label} | ${f(x.peak_rss_mib, 0)} | ${f(x.rss_sessions_open_mib, 0)} | ${
+        f(x.decode_ms_per_step, 0)
+      } | ${f(x.train_seconds_per_step ?? x.seconds_per_step, 2)} |`;
+  const s = r.separate;
+  return [
+    `### The loop's memory: policy + trainer in one process, ${s.steps ?? "?"} steps, ${name}`,
+    "",
+    `Each step decodes ${s.decode_batch ?? "?"} sequences (greedy) and runs the train step above ` +
+    `(${s.tokens_per_step ?? "?"} tokens); PyTorch runs only its train step (its peak is the target).`,
+    "",
+    "| process | peak RSS MiB | RSS with sessions open MiB | decode ms/step | train s/step |",
+    "| --- | ---: | ---: | ---: | ---: |",
+    row("deno-rl, separate weights (each session folds a copy)", s),
+    row("deno-rl, shared weights (one float32 copy)", r.shared),
+    r.peer.error
+      ? `| PyTorch train step | failed: ${String(r.peer.error).slice(0, 120)} | | | |`
+      : `| PyTorch train step | ${f(r.peer.peak_rss_mib, 0)} | | | ${f(r.peer.seconds_per_step, 2)} |`,
+    "",
+  ];
+}

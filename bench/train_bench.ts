@@ -93,7 +93,7 @@ export async function benchTrain(dir: string, o: TrainBenchOptions) {
 }
 
 /** The batch in the PyTorch peer's JSON form (bench/peer_torch.py --batch). */
-async function writeBatchJson(path: string, episodes: TrainEpisode[]): Promise<void> {
+export async function writeBatchJson(path: string, episodes: TrainEpisode[]): Promise<void> {
   const list = (f: (e: TrainEpisode) => ArrayLike<number>) => episodes.map((e) => Array.from(f(e)));
   const body = {
     tokens: list((e) => e.tokens),
