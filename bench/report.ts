@@ -123,8 +123,13 @@ export function weightsTables(name: string, r: { separate: any; shared: any; pee
   return [
     `### The loop's memory: policy + trainer in one process, ${s.steps ?? "?"} steps, ${name}`,
     "",
-    `Each step decodes ${s.decode_batch ?? "?"} sequences (greedy) and runs the train step above ` +
-    `(${s.tokens_per_step ?? "?"} tokens); PyTorch runs only its train step (its peak is the target).`,
+    `Each step decodes ${s.decode_tokens ?? "?"} tokens for ${
+      s.decode_batch ?? "?"
+    } sequences (greedy), then runs one train step ` +
+    `(LoRA r${s.rank ?? 16} on all projections, GRPO forward + backward, ${
+      s.tokens_per_step ?? "?"
+    } tokens); ` +
+    "PyTorch runs only the train step, on the same batch (its peak is the target). Medians over the steps.",
     "",
     "| process | peak RSS MiB | RSS with sessions open MiB | decode ms/step | train s/step |",
     "| --- | ---: | ---: | ---: | ---: |",

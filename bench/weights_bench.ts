@@ -87,6 +87,7 @@ export async function benchWeights(dir: string, o: WeightsBenchOptions) {
     sessions_open_ms: openMs,
     rss_sessions_open_mib: rssOpen,
     decode_batch: o.decodeBatch,
+    decode_tokens: o.decodeTokens,
     decode_ms_per_step: median(decodeMs),
     train_seconds_per_step: median(trainS),
     train_seconds: trainS,
