@@ -135,6 +135,9 @@ export async function openEngineSession(
   shared: readonly SharedTensor[] = [],
 ): Promise<EngineSession> {
   if (shared.length > 0 || ffiUsable()) {
+    if (shared.length > 0 && !sessionWeights(options)) {
+      throw new Error("engine session: a graph over shared weights needs them, on CPU (see sessionWeights)");
+    }
     const initializers = shared.length > 0 ? sharedInitializers(options.sharedWeights, shared) : undefined;
     // A prepacked GEMM weight is a packed copy per session: off where the weights are shared.
     const defaults: Record<string, string> = initializers ? { disable_prepacking: "1" } : {};
@@ -162,11 +165,13 @@ export async function openEngineSession(
 }
 
 /**
- * The shared weights to build graphs over: `options.sharedWeights` where this thread can run FFI
- * sessions; undefined otherwise (the graphs then fold their own copies, as the binding needs).
+ * The shared weights to build graphs over: `options.sharedWeights` for CPU sessions where this thread can
+ * run FFI sessions; undefined otherwise (the graphs then fold their own copies, as the binding needs).
+ * onnxruntime uses a given initializer only where the session plans that value in CPU memory; elsewhere it
+ * loads the graph's own data, here a placeholder (docs/ENGINE_FACTS.md): shared weights are for CPU only.
  */
 export function sessionWeights(options: SessionOptions): SharedWeights | undefined {
-  if (!options.sharedWeights) return undefined;
+  if (!options.sharedWeights || (options.ep ?? "cpu") !== "cpu") return undefined;
   return ffiUsable() ? options.sharedWeights : undefined;
 }
 

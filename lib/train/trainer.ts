@@ -71,13 +71,9 @@ export class Trainer {
     spec: TrainGraphSpec & { lora: LoraSpec },
     options: SessionOptions = {},
   ): Promise<Trainer> {
-    const built = buildTrainModel(model, spec, sessionWeights(options));
-    const session = await openEngineSession(
-      built.bytes,
-      built.externalFolder,
-      { ...options, ep: spec.ep },
-      built.shared,
-    );
+    const sessionOptions = { ...options, ep: spec.ep };
+    const built = buildTrainModel(model, spec, sessionWeights(sessionOptions));
+    const session = await openEngineSession(built.bytes, built.externalFolder, sessionOptions, built.shared);
     Trainer.created++;
     return new Trainer(model, spec, session);
   }
