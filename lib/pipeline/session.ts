@@ -20,6 +20,8 @@ import { loadTasks, type Task } from "../data/mod.ts";
 import type { Policy } from "../engine/policy.ts";
 import { policyOptionsOf } from "../engine/policy_options.ts";
 import type { ChatTokenizer } from "../model/chat.ts";
+import type { ModelDir } from "../model/model_dir.ts";
+import type { SharedWeights } from "../model/shared_weights.ts";
 import { loadTokenizer } from "../model/tokenizer.ts";
 import { type Progress, progress as stderrProgress } from "../progress.ts";
 import { splitHeldOut } from "../rollout/tasks.ts";
@@ -64,6 +66,7 @@ export class Session {
   #tokenizer?: Promise<ChatTokenizer>;
   #policy?: Promise<Policy>;
   #trainer?: Promise<TrainSession>;
+  #weights?: Promise<{ dir: ModelDir; weights: SharedWeights | null }>;
 
   constructor(config: Config, configHash: string, options: SessionOptions = {}) {
     this.config = config;
@@ -133,16 +136,35 @@ export class Session {
     const adapter = this.#adapter;
     this.progress.log(`loading ${model.path}${adapter ? ` + ${adapter}` : ""} (${model.backend})`);
     const { openPolicy } = await import("../engine/open_policy.ts");
-    return await openPolicy({ ...model, adapter }, policyOptionsOf(this.config, adapter));
+    const sharedWeights = model.backend === "local" ? (await this.#sharedWeights()).weights : null;
+    return await openPolicy({ ...model, adapter }, {
+      ...policyOptionsOf(this.config, adapter),
+      sharedWeights,
+    });
   }
 
   async #openTrainer(): Promise<TrainSession> {
     const { model, train } = this.config;
     const loading = this.progress.start("train: loading the model and building the train graph");
     const { TrainSession } = await import("../train/train_session.ts");
-    const session = await TrainSession.open(model, train, this.#adapter);
+    const session = await TrainSession.open(model, train, this.#adapter, await this.#sharedWeights());
     loading.done(`${session.model.dir} (${session.model.config.num_hidden_layers} layers)`);
     return session;
+  }
+
+  /**
+   * The model directory and, with `model.shared_weights` on the cpu provider, its one float32 copy of
+   * the weights that the policy and the trainer both compute on (read once, when the first of them opens).
+   */
+  #sharedWeights(): Promise<{ dir: ModelDir; weights: SharedWeights | null }> {
+    return this.#weights ??= (async () => {
+      const { model } = this.config;
+      const { openModelDir } = await import("../model/model_dir.ts");
+      const dir = await openModelDir(model.path);
+      if (!model.shared_weights || model.ep !== "cpu") return { dir, weights: null };
+      const { loadSharedWeights } = await import("../model/shared_weights.ts");
+      return { dir, weights: await loadSharedWeights(dir) };
+    })();
   }
 }
 

@@ -18,6 +18,7 @@ import { sha256Hex } from "../fs/sha256.ts";
 import { type Adapter, initLoraWeights, type LoraSpec } from "../model/lora.ts";
 import { type ModelDir, openModelDir } from "../model/model_dir.ts";
 import { ADAPTER_CONFIG, parseAdapterConfig } from "../model/peft.ts";
+import type { SharedWeights } from "../model/shared_weights.ts";
 import { type Checkpoint, loadCheckpoint, loraDifferences, STATE_FILE } from "./checkpoint.ts";
 import { initOptimizerState } from "./optimizer.ts";
 import { Trainer } from "./trainer.ts";
@@ -82,11 +83,17 @@ export class TrainSession {
 
   /**
    * Opens the model and builds the train graph once; the adapter starts from `adapter` (a checkpoint or
-   * PEFT directory) or fresh (A Kaiming-uniform, B = 0, seeded by `train.seed`).
+   * PEFT directory) or fresh (A Kaiming-uniform, B = 0, seeded by `train.seed`). With `shared.weights`
+   * the train session computes on that one float32 copy (lib/model/shared_weights.ts).
    */
-  static async open(model: ModelConfig, train: TrainConfig, adapter: string | null): Promise<TrainSession> {
+  static async open(
+    model: ModelConfig,
+    train: TrainConfig,
+    adapter: string | null,
+    shared: { dir?: ModelDir; weights?: SharedWeights | null } = {},
+  ): Promise<TrainSession> {
     await checkTrainStart(model, train, adapter);
-    const dir = await openModelDir(model.path);
+    const dir = shared.dir ?? await openModelDir(model.path);
     const baseConfigSha256 = await sha256Hex(await Deno.readFile(join(dir.dir, "config.json")));
     const spec = loraSpecOf(train);
     const checkpoint = adapter
@@ -97,7 +104,7 @@ export class TrainSession {
       objective: train.loss.aggregation === "sft" ? "sft" : "grpo",
       withReference: train.loss.beta > 0,
       ep: model.ep,
-    }, { threads: model.threads });
+    }, { threads: model.threads, sharedWeights: shared.weights });
     return new TrainSession(dir, trainer, checkpoint, baseConfigSha256);
   }
 

@@ -1,6 +1,6 @@
 /** Schema of the `model` and `data` sections (see schema.ts). */
 import { EXECUTION_PROVIDERS } from "../../ort/providers.ts";
-import { choice, int, str } from "../fields.ts";
+import { bool, choice, int, str } from "../fields.ts";
 
 export const DATA_SOURCES = ["gsm8k", "mbpp", "mbpp_sanitized", "arithmetic", "jsonl", "parquet"] as const;
 
@@ -24,6 +24,10 @@ export const model = {
     default: null,
     nullable: true,
     doc: "PEFT LoRA adapter directory to start from; null = fresh adapter",
+  }),
+  shared_weights: bool({
+    default: true,
+    doc: "one float32 copy of the weights per process, shared by the engine and the trainer (cpu)",
   }),
 };
 
