@@ -11,7 +11,7 @@ import { writePeftAdapter } from "../lib/model/peft.ts";
 import { UserError } from "../lib/errors.ts";
 import { type RunningServer, startServer } from "../lib/serve/serve.ts";
 import { ServerPolicy } from "../lib/engine/remote/server_policy.ts";
-import { assistantMessage } from "../lib/serve/routes_chat.ts";
+import { assistantMessage } from "../lib/serve/chat_reply.ts";
 import { loadPolicy } from "../lib/engine/worker_policy.ts";
 import { decodeStepsReached, isAbort } from "./helpers/decode_steps.ts";
 import { randomAdapter } from "./helpers/adapters.ts";
@@ -225,10 +225,10 @@ Deno.test("chat completions render the template and return Hermes tool calls as 
   const text =
     '<think>\nadd them\n</think>\n\n<tool_call>\n{"name": "calculator", "arguments": {"expression": "2+3"}}\n' +
     "</tool_call><|im_end|>";
-  const { message, calls } = assistantMessage(text);
-  assertEquals(calls, 1);
-  assertEquals(message.reasoning_content, "add them");
-  assertEquals(message.content, null);
+  const { message, called } = assistantMessage(text, { parseTools: true, thinking: true });
+  assertEquals(called, true);
+  assertEquals(message.reasoning, "\nadd them\n");
+  assertEquals(message.content, "\n\n");
   const [call] = message.tool_calls as { type: string; function: { name: string; arguments: string } }[];
   assertEquals([call.type, call.function.name, JSON.parse(call.function.arguments)], [
     "function",

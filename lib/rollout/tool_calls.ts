@@ -11,6 +11,13 @@
  * block yields one `ParsedToolCall`; a bad block yields an `invalid_tool_call` whose `error` is written
  * for the model to read.
  *
+ * Two views of one scan (docs/tool_calls.md, "Two views"): `parseToolCalls` gives every block of a
+ * rollout turn with its own status (a bad block among good ones is `invalid_tool_call` and the good
+ * ones run); `extractToolCalls` is what `deno task serve` returns, all or nothing as vLLM's Hermes
+ * parser does (one bad block: no calls, the whole text as content; content is the text before the
+ * first `<tool_call>`). As in vLLM, a `<tool_call>` left open whose JSON is complete is a call, and a
+ * call without `arguments` is not one.
+ *
  * Where calls are looked for (docs/tool_calls.md): only after the last `</think>`, and never after an
  * unclosed `<think>`. A `<tool_call>` the model writes while reasoning is part of its reasoning, not a
  * call. This matches vLLM serving Qwen3 with its reasoning parser on (the reasoning is split off first
@@ -60,7 +67,33 @@ interface Block {
 /** Every tool call of an assistant turn's text, in order (see the module comment for where). */
 export function parseToolCalls(text: string, options: ParseOptions = {}): ParsedToolCall[] {
   const maxPayload = options.maxPayloadChars ?? DEFAULT_MAX_PAYLOAD_CHARS;
-  return scanBlocks(callRegion(text), maxPayload).map((block) => block.call);
+  return scanBlocks(callRegion(text).replace(TURN_END, ""), maxPayload).map((block) => block.call);
+}
+
+/** A well-formed call as `extractToolCalls` returns it. */
+export type ExtractedCall = Extract<ParsedToolCall, { ok: true }>;
+
+/** What vLLM's Hermes parser makes of a reply's content: every call or none, and the content left. */
+export interface ExtractedCalls {
+  calls: ExtractedCall[];
+  /** The text before the first `<tool_call>` (null when empty), or the whole text when no call parsed. */
+  content: string | null;
+}
+
+/**
+ * The calls of a reply's content (the text after the reasoning), all or nothing, as vLLM's Hermes
+ * parser returns them: without `<tool_call>` the content is unchanged; when every block parses, the
+ * calls and the text before the first block (null if empty; text after the calls is dropped); when any
+ * block does not parse, no calls and the whole text as content.
+ */
+export function extractToolCalls(content: string, options: ParseOptions = {}): ExtractedCalls {
+  if (!content.includes(OPEN)) return { calls: [], content };
+  const maxPayload = options.maxPayloadChars ?? DEFAULT_MAX_PAYLOAD_CHARS;
+  const blocks = scanBlocks(content.replace(TURN_END, ""), maxPayload);
+  const calls = blocks.flatMap((b) => (b.call.ok ? [b.call] : []));
+  if (calls.length < blocks.length) return { calls: [], content };
+  const before = content.slice(0, content.indexOf(OPEN));
+  return { calls, content: before.length > 0 ? before : null };
 }
 
 /**
@@ -68,7 +101,7 @@ export function parseToolCalls(text: string, options: ParseOptions = {}): Parsed
  * a trailing end-of-turn token removed, trimmed. For messages and display.
  */
 export function finalAnswerText(text: string): string {
-  const region = callRegion(text);
+  const region = callRegion(text).replace(TURN_END, "");
   let out = "";
   let pos = 0;
   for (const block of scanBlocks(region, DEFAULT_MAX_PAYLOAD_CHARS)) {
@@ -76,7 +109,7 @@ export function finalAnswerText(text: string): string {
     pos = block.end;
   }
   out += region.slice(pos);
-  return out.replace(TURN_END, "").trim();
+  return out.trim();
 }
 
 /** The part of `text` where calls count: after the last `</think>`, and before an unclosed `<think>`. */
@@ -119,16 +152,15 @@ function scanBlock(region: string, start: number, maxPayload: number): Block {
     return { call: invalid(why, region.slice(start, end)), start, end };
   }
   const afterJson = skipSpace(region, span.end);
-  if (!region.startsWith(CLOSE, afterJson)) {
-    const atEnd = afterJson >= region.length;
+  // Left open at the end of the turn with its JSON complete: a call, as vLLM's parser reads it.
+  const openAtEnd = afterJson >= region.length;
+  if (!openAtEnd && !region.startsWith(CLOSE, afterJson)) {
     const close = region.indexOf(CLOSE, afterJson);
     const end = close < 0 ? region.length : close + CLOSE.length;
-    const why = atEnd
-      ? "</tool_call> is missing after the JSON object (the turn ended first)"
-      : "unexpected text between the JSON object and </tool_call>";
+    const why = "unexpected text between the JSON object and </tool_call>";
     return { call: invalid(why, region.slice(start, end)), start, end };
   }
-  const end = afterJson + CLOSE.length;
+  const end = openAtEnd ? region.length : afterJson + CLOSE.length;
   const raw = region.slice(start, end);
   return { call: interpretCall(region.slice(jsonStart, span.end), raw), start, end };
 }
@@ -190,13 +222,15 @@ function interpretCall(json: string, raw: string): ParsedToolCall {
   return { ok: true, name, arguments: args.value, argumentsText: args.text, raw };
 }
 
-/** The arguments object and its text, or an error message. Missing arguments mean `{}`. */
+/** The arguments object and its text, or an error message. Missing arguments are an error (as vLLM). */
 function callArguments(
   value: unknown,
   json: string,
   span: { start: number; end: number } | undefined,
 ): { value: Record<string, unknown>; text: string } | string {
-  if (value === undefined || span === undefined) return { value: Object.create(null), text: "{}" };
+  if (value === undefined || span === undefined) {
+    return '"arguments" is missing; write "arguments": {} for a tool without parameters';
+  }
   if (typeof value === "string") {
     const inner = parseStrictJson(value);
     if (!inner.ok) return `"arguments" is a string but not valid JSON: ${inner.error}`;

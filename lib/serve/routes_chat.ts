@@ -9,7 +9,7 @@
  */
 
 import type { ChatMessage, ChatTokenizer, ToolSpec } from "../model/chat.ts";
-import { finalAnswerText, parseToolCalls } from "../rollout/tool_calls.ts";
+import { assistantMessage } from "./chat_reply.ts";
 import { HttpError } from "./limits.ts";
 import { adapterOf, numberField, samplingFields, type ServeContext, stopTokenIds } from "./serve_context.ts";
 
@@ -57,7 +57,13 @@ export async function chatCompletions(
       await seq.close();
     }
   });
-  const { message, calls } = assistantMessage(tokenizer.decode(turn.tokens));
+  const sampled = turn.finishReason === "stop" ? turn.tokens.slice(0, -1) : turn.tokens;
+  const kwargs = (body.chat_template_kwargs ?? {}) as Json;
+  const tools = Array.isArray(body.tools) && body.tools.length > 0;
+  const { message, called } = assistantMessage(tokenizer.decode(sampled), {
+    parseTools: tools && (body.tool_choice === undefined || body.tool_choice === "auto"),
+    thinking: kwargs.enable_thinking !== false,
+  });
   const logprobs = body.logprobs === true
     ? {
       content: turn.tokens.map((id, i) => ({
@@ -75,7 +81,7 @@ export async function chatCompletions(
       index: 0,
       message,
       logprobs,
-      finish_reason: calls > 0 ? "tool_calls" : turn.finishReason,
+      finish_reason: called ? "tool_calls" : turn.finishReason,
     }],
     usage: {
       prompt_tokens: prompt.length,
@@ -83,31 +89,6 @@ export async function chatCompletions(
       total_tokens: prompt.length + turn.tokens.length,
     },
   });
-}
-
-/**
- * The OpenAI assistant message of a sampled turn's text: reasoning split off, Hermes tool calls (those
- * that parse; docs/tool_calls.md) as `tool_calls` with their arguments as JSON text, the rest as content.
- */
-export function assistantMessage(text: string): { message: Json; calls: number } {
-  const calls = parseToolCalls(text).flatMap((c) =>
-    c.ok
-      ? [{
-        id: `call_${crypto.randomUUID().replaceAll("-", "").slice(0, 24)}`,
-        type: "function",
-        function: { name: c.name, arguments: c.argumentsText },
-      }]
-      : []
-  );
-  const reasoning = /<think>([\s\S]*?)<\/think>/.exec(text)?.[1]?.trim() ?? null;
-  const content = finalAnswerText(text);
-  const message: Json = {
-    role: "assistant",
-    content: content.length > 0 || calls.length === 0 ? content : null,
-  };
-  if (reasoning) message.reasoning_content = reasoning;
-  if (calls.length > 0) message.tool_calls = calls;
-  return { message, calls: calls.length };
 }
 
 /** The messages (and tools) rendered by the chat template, with the generation prompt. */
