@@ -17,7 +17,16 @@ import { type LoraShape, loraTensorSpecs, type LoraWeights, zeroLoraWeights } fr
 import { LORA_SCALE_INPUT } from "../model/graph/lora_inputs.ts";
 import { buildInferenceModel, IO } from "./infer_graph.ts";
 import { type CacheBinding, type CacheIO, cacheIO, emptyCache } from "./kv_cache.ts";
-import { bool, float32, int32, int64, samplingFeeds, type SamplingParams } from "./feeds.ts";
+import {
+  bool,
+  constraintFeeds,
+  float32,
+  int32,
+  int64,
+  type RowConstraints,
+  samplingFeeds,
+  type SamplingParams,
+} from "./feeds.ts";
 import {
   type BoundTensor,
   type EngineSession,
@@ -26,6 +35,7 @@ import {
   sessionWeights,
 } from "./session.ts";
 import { packRows } from "./pack.ts";
+import type { HostTensor } from "../ort/value.ts";
 
 /** One step of a generation batch: new tokens for every sequence of the binding. */
 export interface StepInput {
@@ -40,12 +50,30 @@ export interface StepInput {
   uniforms: ArrayLike<number>;
   sampling: SamplingParams;
   cache: CacheBinding;
+  /** Per sequence: constraints on what it may sample (absent or null: none). */
+  constraints?: readonly (RowConstraints | null)[];
+  /** Alternatives to return per sequence (default 0). */
+  topN?: number;
+}
+
+/** The most likely tokens at one position, most likely first, with their log-probs. */
+export interface Alternatives {
+  ids: number[];
+  logprobs: number[];
 }
 
 /** A sampled token per sequence. */
 export interface StepOutput {
   tokens: number[];
   logprobs: number[];
+  /** Per sequence, when `topN` > 0. */
+  top?: Alternatives[];
+}
+
+/** Log-probs of a scored sequence plus, per position, its alternatives (entry 0 has none). */
+export interface ScoredWithAlternatives {
+  logprobs: Float32Array;
+  top: (Alternatives | null)[];
 }
 
 export class InferenceEngine {
@@ -132,7 +160,36 @@ export class InferenceEngine {
     return out;
   }
 
-  async #scoreCall(rows: readonly (readonly number[])[], temperature: number): Promise<Float32Array[]> {
+  /**
+   * `score` plus the `k` most likely tokens at every position (position t: the alternatives to token t,
+   * given the tokens before it), from the same pass over the head as `score`'s log-probs.
+   */
+  async scoreWithAlternatives(
+    seqs: readonly (readonly number[])[],
+    temperature: number,
+    k: number,
+  ): Promise<ScoredWithAlternatives[]> {
+    const out: ScoredWithAlternatives[] = [];
+    for (const seq of seqs) {
+      const top = { ids: new BigInt64Array(seq.length * k), logprobs: new Float32Array(seq.length * k) };
+      const [logprobs] = await this.#scoreCall([seq], temperature, { k, ...top });
+      out.push({
+        logprobs,
+        top: Array.from({ length: seq.length }, (_, t) =>
+          t === 0 ? null : {
+            ids: Array.from(top.ids.subarray((t - 1) * k, t * k), Number),
+            logprobs: Array.from(top.logprobs.subarray((t - 1) * k, t * k)),
+          }),
+      });
+    }
+    return out;
+  }
+
+  async #scoreCall(
+    rows: readonly (readonly number[])[],
+    temperature: number,
+    alternatives?: { k: number; ids: BigInt64Array; logprobs: Float32Array },
+  ): Promise<Float32Array[]> {
     const B = rows.length;
     const S = Math.max(...rows.map((r) => r.length));
     const ids = new Array<number>(B * S).fill(0);
@@ -153,9 +210,20 @@ export class InferenceEngine {
       [IO.scoreMode]: bool(true),
       [IO.targets]: int64(targets, [B, S]),
       [IO.sampleRows]: int64(rows.map((_, b) => b * S), [B]),
+      ...constraintFeeds(undefined, B),
+      [IO.topN]: int64([0], [1]),
+      [IO.scoreTop]: int64([alternatives?.k ?? 0], [1]),
     };
     const flat = new Float32Array(B * S); // [B*S]
-    await this.#session.run(feeds, { [IO.targetLogprobs]: { type: "float32", data: flat, dims: [B * S] } });
+    const fetched: Record<string, HostTensor> = {
+      [IO.targetLogprobs]: { type: "float32", data: flat, dims: [B * S] },
+    };
+    if (alternatives) {
+      const dims = [B * S, alternatives.k];
+      fetched[IO.scoreTopIds] = { type: "int64", data: alternatives.ids, dims };
+      fetched[IO.scoreTopLogprobs] = { type: "float32", data: alternatives.logprobs, dims };
+    }
+    await this.#session.run(feeds, fetched);
     return rows.map((r, b) => {
       const lp = new Float32Array(r.length);
       lp[0] = NaN;
@@ -179,15 +247,34 @@ export class InferenceEngine {
       [IO.scoreMode]: bool(false),
       [IO.targets]: { type: "int64", data: new BigInt64Array(B * S), dims: [B, S] } as const, // read in score mode only
       [IO.sampleRows]: int64(Array.from(input.sampleAt, (s, b) => b * S + s), [B]),
+      ...constraintFeeds(input.constraints, B),
+      [IO.topN]: int64([input.topN ?? 0], [1]),
+      [IO.scoreTop]: int64([0], [1]),
     };
     const tokens = new BigInt64Array(B); // [B]
     const logprobs = new Float32Array(B); // [B]
+    const n = input.topN ?? 0;
+    const topIds = new BigInt64Array(B * n); // [B, n]
+    const topLogprobs = new Float32Array(B * n); // [B, n]
     await this.#session.run(feeds, {
       ...cache.present,
       [IO.nextTokens]: { type: "int64", data: tokens, dims: [B] },
       [IO.nextLogprobs]: { type: "float32", data: logprobs, dims: [B] },
+      ...(n > 0
+        ? {
+          [IO.nextTopIds]: { type: "int64", data: topIds, dims: [B, n] },
+          [IO.nextTopLogprobs]: { type: "float32", data: topLogprobs, dims: [B, n] },
+        }
+        : {}),
     });
-    return { tokens: Array.from(tokens, Number), logprobs: Array.from(logprobs) };
+    const out: StepOutput = { tokens: Array.from(tokens, Number), logprobs: Array.from(logprobs) };
+    if (n > 0) {
+      out.top = Array.from({ length: B }, (_, b) => ({
+        ids: Array.from(topIds.subarray(b * n, (b + 1) * n), Number),
+        logprobs: Array.from(topLogprobs.subarray(b * n, (b + 1) * n)),
+      }));
+    }
+    return out;
   }
 
   async close(): Promise<void> {

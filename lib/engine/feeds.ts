@@ -54,6 +54,49 @@ export function samplingFeeds(
   };
 }
 
+/** One sequence's constraints at one decode step (constraints.ts builds them; head.ts applies them). */
+export interface RowConstraints {
+  /** Only the listed ids may be sampled (every other logit becomes −∞). */
+  onlyListed: boolean;
+  /** Distinct token ids. */
+  ids: readonly number[];
+  /** Bias on the raw logits (before temperature) per id; −Infinity bans it. */
+  bias: readonly number[];
+}
+
+/**
+ * The constraint inputs for `batch` rows (a missing or null row is unconstrained). `constrain` is false
+ * when no row has constraints, so the graph leaves the logits untouched. Rows are padded to the widest
+ * by repeating their first entry (the same write twice); an unconstrained row in a constrained batch
+ * rewrites id 0 with its own value plus 0.
+ */
+export function constraintFeeds(
+  rows: readonly (RowConstraints | null)[] | undefined,
+  batch: number,
+): Record<string, HostTensor> {
+  const live = rows ?? [];
+  const k = Math.max(1, ...live.map((r) => r?.ids.length ?? 0));
+  const ids = new Array<number>(batch * k).fill(0);
+  const bias = new Float32Array(batch * k);
+  const fill = new Float32Array(batch);
+  for (let b = 0; b < batch; b++) {
+    const r = live[b];
+    if (!r || r.ids.length === 0) continue;
+    fill[b] = r.onlyListed ? -Infinity : 0;
+    for (let j = 0; j < k; j++) {
+      const from = j < r.ids.length ? j : 0;
+      ids[b * k + j] = r.ids[from];
+      bias[b * k + j] = r.bias[from];
+    }
+  }
+  return {
+    [IO.constrain]: bool(live.some((r) => r && r.ids.length > 0)),
+    [IO.constraintFill]: { type: "float32", data: fill, dims: [batch] },
+    [IO.constraintIds]: int64(ids, [batch, k]),
+    [IO.constraintBias]: { type: "float32", data: bias, dims: [batch, k] },
+  };
+}
+
 /** Checks sampling parameters, naming the bad one. */
 export function checkSampling(params: SamplingParams): void {
   const bad = (name: string, value: number, range: string) =>

@@ -13,7 +13,7 @@
 import type { InferenceEngine } from "./engine.ts";
 import { type BatchStats, type GenerateOptions, type Generation, TurnScheduler } from "./scheduler.ts";
 
-export type { BatchStats, GenerateOptions, Generation } from "./scheduler.ts";
+export type { BatchStats, GenerateOptions, Generation, TokenEvent } from "./scheduler.ts";
 
 export class GenerationBatch {
   readonly #scheduler: TurnScheduler;

@@ -14,10 +14,14 @@
  *   input_ids int64 [B, S] · seqlens_k int32 [B] · total_seq_len int32 [] · past.L.key / past.L.value
  *   float32 [B, nKV, M, D] · LoRA inputs (lora_inputs.ts) · score_mode bool [] · targets int64 [B, S] ·
  *   temperature float [] · sample_rows int64 [B] (flat row of each sequence's last token) ·
- *   uniforms float [B] · filter bool [] · top_k int64 [1] · top_p float []
+ *   uniforms float [B] · filter bool [] · top_k int64 [1] · top_p float [] · constrain bool [] ·
+ *   constraint_fill float [B] · constraint_ids int64 [B, K] · constraint_bias float [B, K] · top_n int64 [1]
+ *   · score_top int64 [1]  (constraints and alternatives: lib/model/graph/head.ts)
  * Outputs:
  *   present.L.key / present.L.value · target_logprobs float [B·S] (score mode; empty otherwise) ·
- *   next_tokens int64 [B] · next_logprobs float [B]
+ *   next_tokens int64 [B] · next_logprobs float [B] · next_top_ids int64 [B, n] · next_top_logprobs
+ *   float [B, n] (n = top_n) · score_top_ids int64 [B·S, k] · score_top_logprobs float [B·S, k]
+ *   (k = score_top, score mode only)
  *
  * @module
  */
@@ -31,6 +35,7 @@ import { addCheckpointWeights } from "../model/graph/weights.ts";
 import { type AttentionFn, decoder, headWeight } from "../model/graph/decoder.ts";
 import {
   chunkedTargetLogprobs,
+  chunkedTopLogprobs,
   headChunkRows,
   inverseTemperature,
   type LogSoftmaxFn,
@@ -41,7 +46,7 @@ import type { ExecutionProvider } from "../ort/providers.ts";
 import type { SharedTensor, SharedWeights } from "../model/shared_weights.ts";
 import { ropeTables } from "../model/graph/rope.ts";
 
-const { Concat, Gather, GroupQueryAttention, If, Reshape, Shape } = OPS;
+const { And, Concat, Gather, Greater, GroupQueryAttention, If, Reshape, Shape, Squeeze } = OPS;
 
 /** Graph input and output names the engine feeds and fetches. */
 export const IO = {
@@ -59,6 +64,16 @@ export const IO = {
   targetLogprobs: "target_logprobs",
   nextTokens: "next_tokens",
   nextLogprobs: "next_logprobs",
+  constrain: "constrain",
+  constraintFill: "constraint_fill",
+  constraintIds: "constraint_ids",
+  constraintBias: "constraint_bias",
+  topN: "top_n",
+  nextTopIds: "next_top_ids",
+  nextTopLogprobs: "next_top_logprobs",
+  scoreTop: "score_top",
+  scoreTopIds: "score_top_ids",
+  scoreTopLogprobs: "score_top_logprobs",
   pastKey: (layer: number) => `past.${layer}.key`,
   pastValue: (layer: number) => `past.${layer}.value`,
   presentKey: (layer: number) => `present.${layer}.key`,
@@ -166,7 +181,46 @@ function addHeads(
   ); // [N] or [0]
   g.output(scores, IO.targetLogprobs);
   const rows = Gather.emit(g, hidden, sampleRows, 0); // [B, H]
-  const [tokens, logprobs] = sampleNext(g, rows, w, vocab, sampler); // [B], [B]
-  g.output(tokens, IO.nextTokens);
-  g.output(logprobs, IO.nextLogprobs);
+  const [tokens, logprobs, topIds, topLogprobs] = sampleNext(g, rows, w, vocab, sampler, servingExtras(g));
+  g.output(tokens, IO.nextTokens); // [B]
+  g.output(logprobs, IO.nextLogprobs); // [B]
+  g.output(topIds, IO.nextTopIds); // [B, n]
+  g.output(topLogprobs, IO.nextTopLogprobs); // [B, n]
+  addScoreAlternatives(g, scoreMode, hidden, w, inverseTemperature(g, temperature), vocab, logSoftmax);
+}
+
+/** The sampler's constraint and alternative inputs (`deno task serve`; head.ts). */
+function servingExtras(g: GraphBuilder) {
+  return {
+    constraints: {
+      enabled: g.input(IO.constrain, "bool", []),
+      fill: g.input(IO.constraintFill, "float32", ["B"]),
+      ids: g.input(IO.constraintIds, "int64", ["B", "K"]),
+      bias: g.input(IO.constraintBias, "float32", ["B", "K"]),
+    },
+    topN: g.input(IO.topN, "int64", [1]),
+  };
+}
+
+/** The k most likely tokens after every scored row, only in score mode with score_top > 0. */
+function addScoreAlternatives(
+  g: GraphBuilder,
+  scoreMode: Value,
+  hidden: Value,
+  w: Value,
+  invT: Value,
+  vocab: number,
+  logSoftmax: LogSoftmaxFn,
+): void {
+  const k = g.input(IO.scoreTop, "int64", [1]);
+  const wanted = And.emit(g, scoreMode, Squeeze.emit(g, Greater.emit(g, k, 0), [0])); // []
+  const [ids, logprobs] = If.emit(
+    g,
+    wanted,
+    (b) => chunkedTopLogprobs(b, hidden, w, invT, headChunkRows(vocab), logSoftmax, k),
+    (b) => [b.constant(new BigInt64Array(0), [0, 0], "int64"), b.constant(new Float32Array(0), [0, 0])],
+    "score_alternatives",
+  ); // [N, k] or [0, 0]
+  g.output(ids, IO.scoreTopIds);
+  g.output(logprobs, IO.scoreTopLogprobs);
 }

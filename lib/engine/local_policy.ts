@@ -24,6 +24,7 @@ import type {
   Policy,
   PolicyOptions,
   PolicySequence,
+  ScoredWithAlternatives,
   SequenceOptions,
 } from "./policy.ts";
 import { TurnScheduler } from "./scheduler.ts";
@@ -80,6 +81,21 @@ export class LocalPolicy implements Policy {
     }
     seqs.forEach((s, i) => checkTokens(s, i, this.config.vocab_size));
     return this.#engine.score(seqs, temperature, this.#options.tokenBudget ?? DEFAULT_TOKEN_BUDGET);
+  }
+
+  scoreWithAlternatives(
+    seqs: readonly (readonly number[])[],
+    options: LogprobOptions & { k: number },
+  ): Promise<ScoredWithAlternatives[]> {
+    const temperature = options.temperature ?? 1;
+    if (!(temperature > 0)) {
+      throw new RangeError(`logprobs: temperature = ${temperature}; use a positive number`);
+    }
+    if (!Number.isInteger(options.k) || options.k < 1 || options.k > this.config.vocab_size) {
+      throw new RangeError(`logprobs: k = ${options.k}; use an integer in 1..${this.config.vocab_size}`);
+    }
+    seqs.forEach((s, i) => checkTokens(s, i, this.config.vocab_size));
+    return this.#engine.scoreWithAlternatives(seqs, temperature, options.k);
   }
 
   async generate(

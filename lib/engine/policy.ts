@@ -11,8 +11,11 @@ import type { Adapter, LoraSpec } from "../model/lora.ts";
 import type { BatchStats, GenerateOptions, Generation } from "./generate.ts";
 import type { ExecutionProvider } from "../ort/providers.ts";
 import type { SharedWeights } from "../model/shared_weights.ts";
+import type { ScoredWithAlternatives } from "./engine.ts";
 
-export type { BatchStats, GenerateOptions, Generation } from "./generate.ts";
+export type { BatchStats, GenerateOptions, Generation, TokenEvent } from "./generate.ts";
+export type { Alternatives, ScoredWithAlternatives } from "./engine.ts";
+export type { SamplingConstraints } from "./constraints.ts";
 
 /** Options of `loadPolicy`. */
 export interface PolicyOptions {
@@ -109,6 +112,14 @@ export interface Policy {
   adapterId(): Promise<string>;
   /** Entry 0 NaN; entry t = log p(seq[t] | seq[<t]) under softmax(logits / temperature). */
   logprobs(seqs: readonly (readonly number[])[], options?: LogprobOptions): Promise<Float32Array[]>;
+  /**
+   * `logprobs` plus, at each position t > 0, the `k` most likely tokens in place of seq[t] (a served
+   * prompt's log-probs with alternatives). Optional: a policy without it cannot report them.
+   */
+  scoreWithAlternatives?(
+    seqs: readonly (readonly number[])[],
+    options: LogprobOptions & { k: number },
+  ): Promise<ScoredWithAlternatives[]>;
   /** One turn for every prompt; each sequence stops on its own. */
   generate(
     prompts: readonly (readonly number[])[],

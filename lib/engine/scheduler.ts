@@ -21,8 +21,9 @@
  * leaves the batch at the next iteration, before another decode step is spent on it, and rejects with
  * an AbortError; its sequence keeps its slot until closed. Requests decoded together must share
  * sampling parameters (temperature, top-k, top-p are scalars of the graph); a request with other
- * parameters waits until the running group drains. Sampled tokens depend only on (seed, position)
- * (seeds.ts), so batching never changes what a sequence samples.
+ * parameters waits until the running group drains. Constraints (constraints.ts) and alternatives are
+ * per sequence and need no grouping. Sampled tokens depend only on (seed, position) (seeds.ts), so
+ * batching never changes what a sequence samples.
  *
  * Exactness: onnxruntime's CPU matrix products round differently for different row counts (measured:
  * the same sequence decoded in a batch of 2 and of 8 differs in the last bit of a few log-probs, and a
@@ -36,7 +37,9 @@
 
 import { abortError } from "./abort.ts";
 import type { InferenceEngine } from "./engine.ts";
-import { checkSampling, type SamplingParams } from "./feeds.ts";
+import { checkSampling, type RowConstraints, type SamplingParams } from "./feeds.ts";
+import { rowConstraints, type SamplingConstraints } from "./constraints.ts";
+import type { Alternatives } from "./engine.ts";
 import { KvCache } from "./kv_cache.ts";
 import { samplingUniform } from "./seeds.ts";
 import { yieldToEventLoop } from "./yield.ts";
@@ -53,13 +56,37 @@ export interface GenerateOptions {
   topP?: number;
   /** Sampling one of these ends the turn (the token is kept). */
   stopTokens?: readonly number[];
+  /** What may be sampled (constraints.ts); absent: anything. */
+  constraints?: SamplingConstraints;
+  /** The most likely tokens to report beside each sampled one (default 0: none). */
+  topLogprobs?: number;
+  /**
+   * Called after each sampled token (streaming). Returning true asks the turn to end ("stop"); a policy
+   * in a Worker may sample a few more tokens before it hears, so the caller cuts the turn itself.
+   * Not sent across a Worker as is (worker_policy.ts relays it).
+   */
+  onToken?: (event: TokenEvent) => boolean | void;
+}
+
+/** One sampled token, as `onToken` sees it. */
+export interface TokenEvent {
+  /** Position in the turn (0 = its first token). */
+  index: number;
+  token: number;
+  logprob: number;
+  top?: Alternatives;
 }
 
 /** What one sequence sampled in a turn. */
 export interface Generation {
   tokens: number[];
-  /** log p of each sampled token under softmax(logits / temperature) (temperature 1 when greedy). */
+  /**
+   * log p of each sampled token under softmax(logits / temperature) (temperature 1 when greedy), after
+   * the turn's constraints (the distribution it was drawn from) and before top-k / top-p.
+   */
   logprobs: number[];
+  /** Per token, when `topLogprobs` > 0: the most likely tokens of the same distribution. */
+  top?: Alternatives[];
   finishReason: "stop" | "length";
 }
 
@@ -228,6 +255,7 @@ export class TurnScheduler {
       return Promise.reject(error);
     }
     const out: Generation = { tokens: [], logprobs: [], finishReason: "length" };
+    if ((options.topLogprobs ?? 0) > 0) out.top = [];
     if (options.maxNewTokens <= 0 || s.tokens.length >= s.capacity) return Promise.resolve(out);
     return new Promise<Generation>((resolve, reject) => {
       const key = `${sampling.temperature}|${sampling.topK}|${sampling.topP}`;
@@ -342,7 +370,12 @@ export class TurnScheduler {
     const width = this.#exact ? this.#slots.length : Math.max(...live) + 1;
     const isLive = new Set(live);
     const rows = this.#slots.slice(0, width);
+    const turns = rows.map((s, b) => (isLive.has(b) ? s!.turn! : null));
     const step = await this.#engine.step({
+      constraints: turns.map((t): RowConstraints | null =>
+        t && rowConstraints(t.options.constraints, t.out.tokens)
+      ),
+      topN: Math.max(0, ...turns.map((t) => t?.options.topLogprobs ?? 0)),
       ids: rows.map((s, b) => (isLive.has(b) ? s!.tokens[s!.cached] : 0)),
       batch: width,
       width: 1,
@@ -357,18 +390,23 @@ export class TurnScheduler {
     this.stats.decodeSteps += 1;
     this.stats.decodeTokens += live.length;
     this.stats.decodeMs += performance.now() - started;
-    for (const i of live) this.#accept(i, step.tokens[i], step.logprobs[i]);
+    for (const i of live) this.#accept(i, step.tokens[i], step.logprobs[i], step.top?.[i]);
   }
 
   /** Records a sampled token; resolves the turn when it stops. */
-  #accept(slot: number, token: number, logprob: number): void {
+  #accept(slot: number, token: number, logprob: number, top?: Alternatives): void {
     const s = this.#slots[slot]!;
     const turn = s.turn!;
     if (turn.cancelled) return this.#finish(slot, abortError("the turn")); // cancelled during the step
     s.tokens.push(token);
-    turn.out.tokens.push(token);
-    turn.out.logprobs.push(logprob);
-    if (turn.options.stopTokens?.includes(token)) {
+    const out = turn.out;
+    out.tokens.push(token);
+    out.logprobs.push(logprob);
+    const n = turn.options.topLogprobs ?? 0;
+    if (out.top && top) out.top.push({ ids: top.ids.slice(0, n), logprobs: top.logprobs.slice(0, n) });
+    const index = out.tokens.length - 1;
+    const asked = turn.options.onToken?.({ index, token, logprob, top: out.top?.[index] }) === true;
+    if (asked || turn.options.stopTokens?.includes(token)) {
       turn.out.finishReason = "stop";
       this.#finish(slot);
     } else if (turn.out.tokens.length >= turn.options.maxNewTokens || s.tokens.length >= s.capacity) {

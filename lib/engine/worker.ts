@@ -11,7 +11,7 @@
 /// <reference lib="deno.worker" />
 
 import { LocalPolicy } from "./local_policy.ts";
-import type { GenerationSession, PolicySequence } from "./policy.ts";
+import type { GenerationSession, PolicySequence, TokenEvent } from "./policy.ts";
 import { serializeError } from "./worker_errors.ts";
 import { watchParentMessages } from "./yield.ts";
 
@@ -29,6 +29,8 @@ const sequences = new Map<number, PolicySequence>();
 let nextSequence = 1;
 /** Signals of cancellable sequences, by the key the main thread chose (worker_policy.ts). */
 const aborts = new Map<number, AbortController>();
+/** Stream keys of streamed turns whose listener asked them to end (worker_policy.ts). */
+const stopping = new Set<number>();
 
 function requirePolicy(): LocalPolicy {
   if (!policy) throw new Error("policy worker: load first");
@@ -56,6 +58,7 @@ const OPS: Record<string, (...args: any[]) => unknown> = {
   },
   adapterId: () => requirePolicy().adapterId(),
   logprobs: (seqs, options) => requirePolicy().logprobs(seqs, options),
+  scoreWithAlternatives: (seqs, options) => requirePolicy().scoreWithAlternatives(seqs, options),
   generate: (prompts, options) => requirePolicy().generate(prompts, options),
   async startBatch(prompts, options) {
     const batch = await requirePolicy().startBatch(prompts, options);
@@ -87,7 +90,21 @@ const OPS: Record<string, (...args: any[]) => unknown> = {
   abortSequence(abortKey) {
     aborts.get(abortKey)?.abort();
   },
-  seqGenerate: (id, options) => requireSequence(id).generate(options),
+  async seqGenerate(id, options, streamKey: number | null) {
+    if (streamKey === null) return await requireSequence(id).generate(options);
+    const onToken = (event: TokenEvent) => {
+      self.postMessage({ progress: streamKey, event });
+      return stopping.has(streamKey);
+    };
+    try {
+      return await requireSequence(id).generate({ ...options, onToken });
+    } finally {
+      stopping.delete(streamKey);
+    }
+  },
+  stopTurn(streamKey) {
+    stopping.add(streamKey);
+  },
   seqAppend: (id, tokens) => requireSequence(id).append(tokens),
   seqTokens: (id) => requireSequence(id).tokens(),
   async seqClose(id, abortKey: number | null) {

@@ -24,7 +24,9 @@ import type {
   Policy,
   PolicyOptions,
   PolicySequence,
+  ScoredWithAlternatives,
   SequenceOptions,
+  TokenEvent,
 } from "./policy.ts";
 import { abortError } from "./abort.ts";
 import { deserializeError, type SerializedError } from "./worker_errors.ts";
@@ -53,6 +55,8 @@ export async function loadPolicy(modelDir: string, options: LoadPolicyOptions = 
 class WorkerChannel {
   readonly #worker: Worker;
   readonly #pending = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>();
+  /** Token listeners of streamed turns, by stream key (progress messages of worker.ts). */
+  readonly #streams = new Map<number, (event: TokenEvent) => void>();
   #next = 1;
 
   /** [messages posted, messages received by the worker]: the worker's yields read it (yield.ts). */
@@ -62,6 +66,9 @@ class WorkerChannel {
     this.#worker = new Worker(new URL("./worker.ts", import.meta.url), { type: "module" });
     this.#worker.postMessage({ id: 0, op: "watch", args: [this.#counts] });
     this.#worker.onmessage = (event: MessageEvent<Response>) => {
+      if (event.data.progress !== undefined) {
+        return this.#streams.get(event.data.progress)?.(event.data.event!);
+      }
       const { id, ok } = event.data;
       const waiter = this.#pending.get(id);
       this.#pending.delete(id);
@@ -86,6 +93,15 @@ class WorkerChannel {
     });
   }
 
+  /** Routes the progress messages of stream `key` to `listener` until `unlisten`. */
+  listen(key: number, listener: (event: TokenEvent) => void): void {
+    this.#streams.set(key, listener);
+  }
+
+  unlisten(key: number): void {
+    this.#streams.delete(key);
+  }
+
   terminate(): void {
     this.#worker.terminate();
   }
@@ -94,6 +110,9 @@ class WorkerChannel {
 interface Response {
   id: number;
   ok: boolean;
+  /** Set on a progress message: the stream key, with the token `event`. */
+  progress?: number;
+  event?: TokenEvent;
   value?: unknown;
   error?: SerializedError;
 }
@@ -102,6 +121,7 @@ class WorkerPolicy implements Policy {
   readonly config: Qwen3Config;
   readonly #channel: WorkerChannel;
   #nextAbortKey = 1;
+  #nextStreamKey = 1;
 
   constructor(channel: WorkerChannel, config: Qwen3Config) {
     this.#channel = channel;
@@ -114,6 +134,13 @@ class WorkerPolicy implements Policy {
 
   logprobs(seqs: readonly (readonly number[])[], options?: LogprobOptions): Promise<Float32Array[]> {
     return this.#channel.call("logprobs", seqs, options);
+  }
+
+  scoreWithAlternatives(
+    seqs: readonly (readonly number[])[],
+    options: LogprobOptions & { k: number },
+  ): Promise<ScoredWithAlternatives[]> {
+    return this.#channel.call("scoreWithAlternatives", seqs, options);
   }
 
   generate(
@@ -162,7 +189,7 @@ class WorkerPolicy implements Policy {
     }
     const call = <T>(op: string, ...args: unknown[]) => this.#channel.call<T>(op, id, ...args);
     return {
-      generate: (o) => call<Generation>("seqGenerate", o),
+      generate: (o) => this.#streamedTurn(id, o),
       append: (tokens) => call<void>("seqAppend", tokens),
       tokens: () => call<number[]>("seqTokens"),
       close: () => {
@@ -174,6 +201,29 @@ class WorkerPolicy implements Policy {
 
   sequenceStats(): Promise<BatchStats> {
     return this.#channel.call("sequenceStats");
+  }
+
+  /**
+   * A turn of sequence `id`. A function cannot cross to the Worker: with `onToken`, the Worker posts each
+   * token as a progress message under a stream key, and when the listener returns true, `stopTurn` asks
+   * it to end the turn (read between decode steps, so a token or two may follow).
+   */
+  async #streamedTurn(id: number, options: GenerateOptions): Promise<Generation> {
+    const { onToken, ...rest } = options;
+    if (!onToken) return await this.#channel.call<Generation>("seqGenerate", id, rest, null);
+    const key = this.#nextStreamKey++;
+    let stopping = false;
+    this.#channel.listen(key, (event) => {
+      if (onToken(event) === true && !stopping) {
+        stopping = true;
+        void this.#channel.call("stopTurn", key).catch(() => {});
+      }
+    });
+    try {
+      return await this.#channel.call<Generation>("seqGenerate", id, rest, key);
+    } finally {
+      this.#channel.unlisten(key);
+    }
   }
 
   setAdapter(adapter: string | Adapter | null): Promise<void> {

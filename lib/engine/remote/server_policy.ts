@@ -16,6 +16,7 @@
  * @module
  */
 
+import { hasConstraints } from "../constraints.ts";
 import { abortError } from "../abort.ts";
 import { checkTokens } from "../local_policy.ts";
 import type { Qwen3Config } from "../../model/hf_config.ts";
@@ -216,6 +217,11 @@ export class ServerPolicy implements Policy {
     const sequence: PolicySequence = {
       generate: async (o) => {
         live();
+        if (hasConstraints(o.constraints) || (o.topLogprobs ?? 0) > 0) {
+          throw new RangeError(
+            "generate: constraints and top log-probs are not sent to inference servers; use the local engine",
+          );
+        }
         const maxTokens = Math.min(o.maxNewTokens, options.capacity - tokens.length);
         const started = performance.now();
         const turn = await this.#adapters.use((m) =>
@@ -231,6 +237,8 @@ export class ServerPolicy implements Policy {
         this.#count(tokens.length - sent, turn.tokens.length, performance.now() - started);
         tokens.push(...turn.tokens);
         sent = tokens.length;
+        // Not streamed: the listener hears every token once the turn is back.
+        turn.tokens.forEach((token, index) => o.onToken?.({ index, token, logprob: turn.logprobs[index] }));
         return turn;
       },
       append: (more) => {

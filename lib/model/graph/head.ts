@@ -15,7 +15,18 @@
  * cut where the probability mass before a token reaches top_p; the reported log-prob stays that of the
  * full softmax(logits / T) (as the policy-gradient ratio needs), not of the truncated distribution.
  *
- * Dimension legend: N rows (tokens), B sequences, H hidden, V vocab, C chunk rows, K candidates.
+ * Two optional pieces serve `deno task serve` (docs/serving.md) and leave everything else bit-identical:
+ *
+ * - Constraints (`constrainLogits`): a per-sequence fill added to every logit (−∞: only listed ids may
+ *   be sampled) and a sparse bias `[B, K]` written onto the listed ids, scaled by 1/T because vLLM adds
+ *   its logit bias, min-token and bad-word masks and penalties to the raw logits, before temperature.
+ *   Behind an If on one bool: switched off, the logits pass through an Identity, unchanged. The sampled
+ *   token and its reported log-prob then come from the constrained distribution.
+ * - Alternatives (`topAlternatives`, `chunkedTopLogprobs`): the n most likely tokens of a sampled row, or
+ *   of every scored row, with their log-probs, behind an If on n > 0.
+ *
+ * Dimension legend: N rows (tokens), B sequences, H hidden, V vocab, C chunk rows, K candidates,
+ * n alternatives.
  *
  * @module
  */
@@ -26,9 +37,8 @@ import type { ExecutionProvider } from "../../ort/providers.ts";
 import { OPS } from "../../onnx/ops.ts";
 
 const { Add, ArgMax, Cast, Concat, ConstantOfShape, CumSum, Div, Expand, Gather, GatherElements, Gemm } = OPS;
-const { Greater, If, Less, Log, Loop, Min, Mul, ReduceSum, Reshape, Shape, Slice, Softmax, Squeeze, Sub } =
-  OPS;
-const { TopK, Unsqueeze, Where } = OPS;
+const { Greater, Identity, If, Less, Log, Loop, Min, Mul, ReduceSum, Reshape, ScatterElements, Shape } = OPS;
+const { Slice, Softmax, Squeeze, Sub, TopK, Unsqueeze, Where } = OPS;
 
 /** A log-softmax over the last axis. */
 export type LogSoftmaxFn = (g: GraphBuilder, z: Value) => Value;
@@ -102,11 +112,101 @@ export interface SamplerInputs {
   topP: Value;
 }
 
+/** Per-sequence constraints on the sampled row (see the module comment). */
+export interface ConstraintInputs {
+  /** bool scalar: apply them; false passes the logits through unchanged. */
+  enabled: Value;
+  /** float `[B]`: added to every logit of the row (−∞ when only the listed ids may be sampled, else 0). */
+  fill: Value;
+  /** int64 `[B, K]`: ids whose logit becomes its own value plus the bias (padding repeats an entry). */
+  ids: Value;
+  /** float `[B, K]`: bias on the raw logits (before temperature); −∞ bans the id. */
+  bias: Value;
+}
+
+/** Extra pieces of `sampleNext`. */
+export interface SamplerExtras {
+  constraints?: ConstraintInputs;
+  /** int64 `[1]`: alternatives to return per row (0: none). */
+  topN?: Value;
+}
+
+/**
+ * Constrained logits `z / T`: `[B, V]` → `[B, V]`. Every entry gets the row's fill, then each listed id
+ * is set to its unconstrained value plus `bias / T` (ScatterElements; JS merges duplicate ids first).
+ */
+export function constrainLogits(g: GraphBuilder, z: Value, invT: Value, c: ConstraintInputs): Value {
+  const [out] = If.emit(
+    g,
+    c.enabled,
+    (b) => {
+      const filled = Add.emit(b, z, Unsqueeze.emit(b, c.fill, [1])); // [B, V]
+      const kept = Add.emit(b, GatherElements.emit(b, z, c.ids, 1), Mul.emit(b, c.bias, invT)); // [B, K]
+      return [ScatterElements.emit(b, filled, c.ids, kept, { axis: 1 })]; // [B, V]
+    },
+    (b) => [Identity.emit(b, z)],
+    "constrain",
+  );
+  return out;
+}
+
+/** The `n` most likely entries of probabilities p `[B, V]`: `[ids int64 [B, n], log-probs [B, n]]`. */
+export function topAlternatives(g: GraphBuilder, p: Value, n: Value): [Value, Value] {
+  const [ids, logprobs] = If.emit(
+    g,
+    Greater.emit(g, n, 0),
+    (b) => {
+      const [values, indices] = TopK.emit(b, p, n, { axis: 1 }); // [B, n], most likely first
+      return [indices, Log.emit(b, values)]; // Log of p, as the sampled token's log-prob is computed
+    },
+    (b) => {
+      const shape = Concat.emit(b, [Shape.emit(b, p, 0, 1), b.ints([0])], 0); // [2] = B, 0
+      return [ConstantOfShape.emit(b, shape, 0, "int64"), ConstantOfShape.emit(b, shape, 0, "float32")];
+    },
+    "alternatives",
+  );
+  return [ids, logprobs];
+}
+
+/**
+ * The `n` most likely tokens after every row (under softmax(h Wᵀ · invT)), in chunks as
+ * `chunkedTargetLogprobs`: h `[N, H]` → `[ids int64 [N, n], log-probs [N, n]]`. Its own pass over the
+ * head, run only when asked (scoring a prompt with alternatives), so plain scoring is unchanged.
+ */
+export function chunkedTopLogprobs(
+  g: GraphBuilder,
+  h: Value,
+  w: Value,
+  invT: Value,
+  chunk: number,
+  logSoftmax: LogSoftmaxFn,
+  n: Value,
+): [Value, Value] {
+  const rows = Gather.emit(g, Shape.emit(g, h), g.scalar(0, "int64"), 0); // []
+  const trips = Div.emit(g, Add.emit(g, rows, chunk - 1), chunk); // []
+  const empty = Concat.emit(g, [g.ints([0]), n], 0); // [2] = 0, n
+  const { carried } = Loop.emit(g, {
+    name: "top_chunks",
+    trips,
+    carried: [ConstantOfShape.emit(g, empty, 0, "int64"), ConstantOfShape.emit(g, empty, 0, "float32")],
+    body: (b, iter, _cond, [accIds, accLps]) => {
+      const start = Unsqueeze.emit(b, Mul.emit(b, iter, chunk), [0]); // [1]
+      const end = Min.emit(b, Add.emit(b, start, chunk), Unsqueeze.emit(b, rows, [0])); // [1]
+      const hc = Slice.emit(b, h, start, end, [0]); // [C, H]
+      const z = Gemm.emit(b, Mul.emit(b, hc, invT), w, null, { transB: true }); // [C, V]
+      const [values, indices] = TopK.emit(b, logSoftmax(b, z), n, { axis: 1 }); // [C, n]
+      return { carried: [Concat.emit(b, [accIds, indices], 0), Concat.emit(b, [accLps, values], 0)] };
+    },
+  });
+  return [carried[0], carried[1]]; // [N, n], [N, n]
+}
+
 /** Vocabulary entries per block of the two-stage sampler. */
 const BLOCK = 128;
 
 /**
- * Next token and its log-prob for rows `[B, H]` under head W `[V, H]`: `[tokens int64 [B], logprobs [B]]`.
+ * Next token and its log-prob for rows `[B, H]` under head W `[V, H]`: `[tokens int64 [B], logprobs [B]]`,
+ * then, with `extras.topN`, the alternatives `[ids [B, n], log-probs [B, n]]`.
  * One exponential pass over the vocabulary (Softmax); the log-prob is `log p[token]`, exact for any
  * token that can be sampled (p above float32's denormal range; a greedy token has p ≥ 1/V).
  */
@@ -116,9 +216,12 @@ export function sampleNext(
   w: Value,
   vocab: number,
   s: SamplerInputs,
-): [Value, Value] {
-  const scaled = Mul.emit(g, rows, inverseTemperature(g, s.temperature)); // [B, H]: 1/T folded in before the head
-  const z = Gemm.emit(g, scaled, w, null, { transB: true }); // [B, V]
+  extras: SamplerExtras = {},
+): Value[] {
+  const invT = inverseTemperature(g, s.temperature);
+  const scaled = Mul.emit(g, rows, invT); // [B, H]: 1/T folded in before the head
+  const raw = Gemm.emit(g, scaled, w, null, { transB: true }); // [B, V]
+  const z = extras.constraints ? constrainLogits(g, raw, invT, extras.constraints) : raw; // [B, V]
   const p = Softmax.emit(g, z, 1); // [B, V]
   const u = Unsqueeze.emit(g, s.uniforms, [1]); // [B, 1]
   const [token] = If.emit(
@@ -136,7 +239,8 @@ export function sampleNext(
     "sample",
   ); // [B, 1]
   const logprob = Log.emit(g, GatherElements.emit(g, p, token, 1)); // [B, 1]
-  return [Squeeze.emit(g, token, [1]), Squeeze.emit(g, logprob, [1])];
+  const out = [Squeeze.emit(g, token, [1]), Squeeze.emit(g, logprob, [1])];
+  return extras.topN ? [...out, ...topAlternatives(g, p, extras.topN)] : out;
 }
 
 /** Index of the first entry whose running sum reaches `threshold`: p `[B, K]`, threshold `[B, 1]` → `[B, 1]`. */
