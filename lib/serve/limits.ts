@@ -15,20 +15,25 @@ import { basename, dirname, join, resolve, sep } from "node:path";
 export class HttpError extends Error {
   readonly status: number;
   readonly type: string;
+  /** The request parameter at fault, when one is. */
+  readonly param: string | null;
 
-  constructor(status: number, message: string, type = "BadRequestError") {
+  constructor(status: number, message: string, type = "BadRequestError", param: string | null = null) {
     super(message);
     this.status = status;
     this.type = type;
+    this.param = param;
   }
+}
+
+/** The error body in vLLM's shape (also sent as a stream's last event). */
+export function errorBody(error: HttpError): Record<string, unknown> {
+  return { error: { message: error.message, type: error.type, param: error.param, code: error.status } };
 }
 
 /** The error as a response in vLLM's shape. */
 export function errorResponse(error: HttpError): Response {
-  return Response.json(
-    { error: { message: error.message, type: error.type, param: null, code: error.status } },
-    { status: error.status },
-  );
+  return Response.json(errorBody(error), { status: error.status });
 }
 
 /** Addresses that only this machine can reach. */

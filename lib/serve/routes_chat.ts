@@ -1,124 +1,202 @@
 /**
  * `POST /v1/chat/completions` of `deno task serve`: the conversation rendered by the model's own chat
- * template (with `tools`, and `chat_template_kwargs.enable_thinking`), one turn sampled until the
- * end-of-turn token, and Hermes tool calls (`<tool_call>{...}</tool_call>` after the reasoning)
- * returned as OpenAI `tool_calls`, so an adapter can be tried from any OpenAI client. The reasoning
- * (`<think>…</think>`) comes back as `reasoning_content`, as vLLM's reasoning parser returns it.
+ * template (chat_render.ts), `n` choices sampled until the end-of-turn token, and each reply read as vLLM
+ * reads a Qwen3 reply with `--reasoning-parser qwen3 --tool-call-parser hermes` (chat_reply.ts): the
+ * reasoning in `reasoning`, Hermes calls as OpenAI `tool_calls`. Streaming sends the same message in
+ * deltas (chat_stream.ts). `tool_choice` `required` or a named tool forces the start of a call; a forced
+ * reply that still holds no valid call is an error, never a 200 without the call asked for.
  *
  * @module
  */
 
-import type { ChatMessage, ChatTokenizer, ToolSpec } from "../model/chat.ts";
 import { assistantMessage } from "./chat_reply.ts";
+import { type ChatSetup, renderChat } from "./chat_render.ts";
+import { ChatDeltas } from "./chat_stream.ts";
 import { HttpError } from "./limits.ts";
-import { adapterOf, numberField, samplingFields, type ServeContext, stopTokenIds } from "./serve_context.ts";
+import { chatLogprobContent, type Position, promptLogprobs, sampledPositions } from "./logprobs.ts";
+import { checkParameters } from "./params.ts";
+import { choiceSeed, flag, MAX_LOGPROBS, type SamplingPlan, samplingPlan } from "./request.ts";
+import { type ChoiceDelta, type ChoiceResult, sampleChoice } from "./sample_choice.ts";
+import { scorePrompt } from "./score_prompt.ts";
+import { adapterOf, numberField, type ServeContext } from "./serve_context.ts";
+import { sseResponse } from "./sse.ts";
 
 type Json = Record<string, unknown>;
 
-const ROLES = new Set(["system", "user", "assistant", "tool"]);
+interface ChatRequest {
+  setup: ChatSetup;
+  plan: SamplingPlan;
+  maxTokens: number;
+  /** Alternatives per token (null: no log-probs). */
+  topLogprobs: number | null;
+  adapter: string | null;
+}
 
-export async function chatCompletions(
-  ctx: ServeContext,
-  body: Json,
-  signal?: AbortSignal,
-): Promise<Response> {
+export async function chatCompletions(ctx: ServeContext, body: Json, signal: AbortSignal): Promise<Response> {
+  checkParameters(body, "chat");
+  const req = parseRequest(ctx, body);
+  const head = {
+    id: `chatcmpl-${crypto.randomUUID()}`,
+    created: Math.floor(Date.now() / 1000),
+    model: req.adapter ?? ctx.baseName,
+  };
+  ctx.metrics.promptTokens += req.setup.prompt.length * req.plan.n;
+  if (req.plan.stream) return sseResponse(signal, (send, s) => streamChat(ctx, req, head, send, s));
+  const { scored, choices } = await ctx.gate.run(req.adapter, () => runChoices(ctx, req, signal));
+  return Response.json({
+    ...head,
+    object: "chat.completion",
+    choices: choices.map((c, index) => {
+      const { message, finish } = reply(req, c);
+      return {
+        index,
+        message,
+        logprobs: logprobsOf(ctx, req, c),
+        finish_reason: finish,
+        stop_reason: c.stopReason,
+      };
+    }),
+    usage: usage(req, choices),
+    prompt_logprobs: scored && promptLogprobs(ctx, scored, req.plan.asIds),
+  });
+}
+
+function parseRequest(ctx: ServeContext, body: Json): ChatRequest {
   const tokenizer = ctx.tokenizer;
   if (!tokenizer) {
     throw new HttpError(400, "this model directory has no tokenizer or chat template; use /v1/completions");
   }
   const adapter = adapterOf(ctx, body.model);
-  const prompt = render(tokenizer, body);
-  const room = ctx.maxModelLen - prompt.length;
+  const setup = renderChat(tokenizer, body);
+  const plan = samplingPlan(body, ctx.policy.config.vocab_size, tokenizer);
+  const room = ctx.maxModelLen - setup.prompt.length;
   if (room < 1) {
     throw new HttpError(
       400,
-      `This model's maximum context length is ${ctx.maxModelLen} tokens; the messages take ${prompt.length}.`,
+      `This model's maximum context length is ${ctx.maxModelLen} tokens; the messages take ${setup.prompt.length}.`,
+      undefined,
+      "messages",
     );
   }
-  const maxTokens = numberField(
-    body,
-    "max_completion_tokens",
-    numberField(body, "max_tokens", room, 1, room, true),
-    1,
-    room,
-    true,
-  );
-  const { temperature, topK, topP, seed } = samplingFields(body);
-  const stops = [
-    tokenizer.special.imEnd,
-    tokenizer.special.endOfText,
-    ...stopTokenIds(body, ctx.policy.config.vocab_size),
-  ];
-  const turn = await ctx.gate.run(adapter, async () => {
-    const seq = await ctx.policy.openSequence(prompt, { seed, capacity: ctx.maxModelLen, signal });
-    try {
-      return await seq.generate({ maxNewTokens: maxTokens, temperature, topK, topP, stopTokens: stops });
-    } finally {
-      await seq.close();
-    }
-  });
-  const sampled = turn.finishReason === "stop" ? turn.tokens.slice(0, -1) : turn.tokens;
-  const kwargs = (body.chat_template_kwargs ?? {}) as Json;
-  const tools = Array.isArray(body.tools) && body.tools.length > 0;
-  const { message, called } = assistantMessage(tokenizer.decode(sampled), {
-    parseTools: tools && (body.tool_choice === undefined || body.tool_choice === "auto"),
-    thinking: kwargs.enable_thinking !== false,
-  });
-  const logprobs = body.logprobs === true
-    ? {
-      content: turn.tokens.map((id, i) => ({
-        token: `token_id:${id}`,
-        logprob: Number.isFinite(turn.logprobs[i]) ? turn.logprobs[i] : -9999,
-      })),
-    }
-    : null;
-  return Response.json({
-    id: `chatcmpl-${crypto.randomUUID()}`,
-    object: "chat.completion",
-    created: Math.floor(Date.now() / 1000),
-    model: adapter ?? ctx.baseName,
-    choices: [{
-      index: 0,
-      message,
-      logprobs,
-      finish_reason: called ? "tool_calls" : turn.finishReason,
-    }],
-    usage: {
-      prompt_tokens: prompt.length,
-      completion_tokens: turn.tokens.length,
-      total_tokens: prompt.length + turn.tokens.length,
-    },
-  });
+  const asked = numberField(body, "max_completion_tokens", plan.maxTokens ?? room, 1, room, true);
+  if (plan.maxTokens !== null && plan.maxTokens > room) numberField(body, "max_tokens", room, 1, room, true);
+  const logprobs = flag(body, "logprobs", false);
+  if (!logprobs && body.top_logprobs != null) {
+    throw new HttpError(400, "top_logprobs needs logprobs: true", undefined, "top_logprobs");
+  }
+  const top = numberField(body, "top_logprobs", 0, 0, MAX_LOGPROBS, true);
+  return { setup, plan, maxTokens: asked, topLogprobs: logprobs ? top : null, adapter };
 }
 
-/** The messages (and tools) rendered by the chat template, with the generation prompt. */
-function render(tokenizer: ChatTokenizer, body: Json): number[] {
-  const messages = body.messages;
-  if (!Array.isArray(messages) || messages.length === 0) {
-    throw new HttpError(400, "messages must be a non-empty list");
+/** The prompt's log-probs (when asked) and every choice. */
+async function runChoices(
+  ctx: ServeContext,
+  req: ChatRequest,
+  signal: AbortSignal,
+  onDelta?: (i: number, d: ChoiceDelta) => void,
+): Promise<{ scored: Position[] | null; choices: ChoiceResult[] }> {
+  const { plan, setup } = req;
+  const scored = plan.promptLogprobs === null
+    ? null
+    : await scorePrompt(ctx, setup.prompt, plan.temperature, plan.promptLogprobs);
+  const special = ctx.tokenizer!.special;
+  const ends = plan.ignoreEos ? [] : [special.imEnd, special.endOfText];
+  const choices = await Promise.all(Array.from({ length: plan.n }, (_, i) =>
+    sampleChoice(ctx, {
+      prompt: setup.prompt,
+      seed: choiceSeed(plan.seed, i),
+      turn: {
+        maxNewTokens: req.maxTokens,
+        temperature: plan.temperature,
+        topK: plan.topK,
+        topP: plan.topP,
+        stopTokens: [...ends, ...plan.stopTokenIds],
+        constraints: { ...plan.constraints, minTokensBlocked: [...ends, ...plan.stopTokenIds] },
+        topLogprobs: req.topLogprobs ?? 0,
+      },
+      stop: plan.stop,
+      stopTokenIds: plan.stopTokenIds,
+      includeStop: plan.includeStop,
+      decode: (t) => ctx.tokenizer!.decode(t, { skipSpecialTokens: plan.skipSpecial }),
+      onDelta: onDelta && ((d) => onDelta(i, d)),
+    }, signal)));
+  choices.forEach((c) => ctx.metrics.choice(c.finishReason, c.tokens.length));
+  return { scored, choices };
+}
+
+/** A choice's message and finish reason; a forced call that did not parse is an error. */
+function reply(req: ChatRequest, c: ChoiceResult): { message: Json; finish: string } {
+  const { setup } = req;
+  const { message, called } = assistantMessage(setup.forced + c.text, setup);
+  if (setup.mustCall !== null && !called) {
+    throw new HttpError(
+      400,
+      `tool_choice ${setup.mustCall}: the model's reply, forced to start a call, holds no valid call ` +
+        `(finish_reason ${c.finishReason}: ${
+          JSON.stringify(c.text.slice(0, 200))
+        }); raise max_tokens or use tool_choice auto`,
+      "BadRequestError",
+      "tool_choice",
+    );
   }
-  const checked: ChatMessage[] = messages.map((m, i) => {
-    if (!m || typeof m !== "object" || !ROLES.has((m as Json).role as string)) {
-      throw new HttpError(400, `messages[${i}].role must be one of system, user, assistant, tool`);
-    }
-    const msg = m as Json;
-    if (msg.content !== null && msg.content !== undefined && typeof msg.content !== "string") {
-      throw new HttpError(400, `messages[${i}].content must be a string (content parts are not supported)`);
-    }
-    return { ...msg, content: (msg.content as string | null) ?? "" } as ChatMessage;
-  });
-  const tools = body.tools;
-  if (tools !== undefined && tools !== null && !Array.isArray(tools)) {
-    throw new HttpError(400, "tools must be a list");
-  }
-  const kwargs = (body.chat_template_kwargs ?? {}) as Json;
-  try {
-    return tokenizer.renderChatTokens(checked, {
-      tools: (tools ?? undefined) as ToolSpec[] | undefined,
-      addGenerationPrompt: true,
-      enableThinking: typeof kwargs.enable_thinking === "boolean" ? kwargs.enable_thinking : undefined,
+  if (setup.firstCallOnly) message.tool_calls = (message.tool_calls as Json[]).slice(0, 1);
+  const named = setup.mustCall !== null && setup.mustCall !== "required";
+  return { message, finish: called && !named ? "tool_calls" : c.finishReason };
+}
+
+function logprobsOf(
+  ctx: ServeContext,
+  req: ChatRequest,
+  c: { tokens: number[]; logprobs: number[]; top?: ChoiceResult["top"] },
+) {
+  if (req.topLogprobs === null) return null;
+  return {
+    content: chatLogprobContent(
+      ctx,
+      sampledPositions(c.tokens, c.logprobs, c.top),
+      req.topLogprobs,
+      req.plan.asIds,
+    ),
+  };
+}
+
+function usage(req: ChatRequest, choices: ChoiceResult[]): Json {
+  const prompt = req.setup.prompt.length;
+  const completion = choices.reduce((a, c) => a + c.tokens.length, 0);
+  return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion };
+}
+
+/** The streamed answer: each choice's role, its deltas, its last delta with the finish; usage last. */
+async function streamChat(
+  ctx: ServeContext,
+  req: ChatRequest,
+  head: Json,
+  send: (chunk: Json) => void,
+  signal: AbortSignal,
+): Promise<void> {
+  const chunk = (index: number, delta: Json, extra: Json = {}) =>
+    send({
+      ...head,
+      object: "chat.completion.chunk",
+      choices: [{ index, delta, logprobs: null, finish_reason: null, ...extra }],
     });
-  } catch (e) {
-    throw new HttpError(400, `the chat template could not render the messages: ${(e as Error).message}`);
+  const deltas = Array.from({ length: req.plan.n }, (_, i) => {
+    chunk(i, { role: "assistant", content: "" });
+    const d = new ChatDeltas(req.setup);
+    d.push(req.setup.forced);
+    return d;
+  });
+  const { choices } = await ctx.gate.run(req.adapter, () =>
+    runChoices(ctx, req, signal, (i, piece) => {
+      const delta = deltas[i].push(piece.text);
+      const logprobs = logprobsOf(ctx, req, piece);
+      if (delta || (logprobs && piece.tokens.length > 0)) chunk(i, delta ?? {}, { logprobs });
+    }));
+  choices.forEach((c, i) => {
+    const { message, finish } = reply(req, c);
+    chunk(i, deltas[i].finish(message) ?? {}, { finish_reason: finish, stop_reason: c.stopReason });
+  });
+  if (req.plan.includeUsage) {
+    send({ ...head, object: "chat.completion.chunk", choices: [], usage: usage(req, choices) });
   }
 }

@@ -1,169 +1,243 @@
 /**
- * `POST /v1/completions` of `deno task serve`: vLLM's subset for token-in-token-out clients. The prompt
- * is token ids or text; each request is one `openSequence` on the engine, so concurrent requests share
- * its continuous batching, and token t is drawn from (seed, t) as in `LocalPolicy`.
- *
- * Supported: `max_tokens`, `temperature` (0 = greedy), `top_p`, `top_k`, `seed`, `stop_token_ids`,
- * `ignore_eos`, `skip_special_tokens`, `logprobs` (the sampled token's; `top_logprobs` lists only it),
- * `prompt_logprobs` (the prompt token's own entry at each position, keyed by id), `return_token_ids`,
- * `return_tokens_as_token_ids`, `model` (the base model or a loaded adapter). Neutral values of
- * `min_p`, penalties and `n` are accepted; others get 400, as does `stream: true`.
+ * `POST /v1/completions` of `deno task serve`, as vLLM answers it (docs/serving.md, "Parameters"): one
+ * prompt or a batch (text, token ids, or lists of either), `n` choices each (choice p·n + i is choice i
+ * of prompt p), stop strings and token ids, constraints, `echo` (the prompt's text, and its log-probs
+ * with `logprobs`), `prompt_logprobs`, `logprobs: k` alternatives, streaming. Every choice is one
+ * `openSequence` on the engine, so concurrent requests and choices share its continuous batching, and
+ * token t of a choice is drawn from (seed, t) as in `LocalPolicy`.
  *
  * @module
  */
 
-import type { Generation } from "../engine/policy.ts";
 import { checkTokenIds, HttpError } from "./limits.ts";
-import { adapterOf, numberField, samplingFields, type ServeContext, stopTokenIds } from "./serve_context.ts";
+import { checkParameters } from "./params.ts";
+import { choiceSeed, MAX_LOGPROBS, type SamplingPlan, samplingPlan } from "./request.ts";
+import { type ChoiceDelta, type ChoiceResult, sampleChoice } from "./sample_choice.ts";
+import { adapterOf, numberField, type ServeContext } from "./serve_context.ts";
+import { completionLogprobs, type Position, promptLogprobs, sampledPositions } from "./logprobs.ts";
+import { scorePrompt } from "./score_prompt.ts";
+import { sseResponse } from "./sse.ts";
 
 type Json = Record<string, unknown>;
 
 /** A parsed completions request. */
 interface CompletionRequest {
-  prompt: number[];
+  prompts: { ids: number[]; text: string | null }[];
   maxTokens: number;
-  sampling: ReturnType<typeof samplingFields>;
-  stops: number[];
+  plan: SamplingPlan;
+  /** Alternatives per sampled token (null: no log-probs). */
   logprobs: number | null;
-  promptLogprobs: number | null;
-  returnTokenIds: boolean;
-  asIds: boolean;
-  skipSpecial: boolean;
+  echo: boolean;
   adapter: string | null;
 }
 
-export async function completions(ctx: ServeContext, body: Json, signal?: AbortSignal): Promise<Response> {
+export async function completions(ctx: ServeContext, body: Json, signal: AbortSignal): Promise<Response> {
+  checkParameters(body, "completions");
   const req = parseRequest(ctx, body);
-  const { turn, scored } = await ctx.gate.run(req.adapter, () => runTurn(ctx, req, signal));
-  const name = req.adapter ?? ctx.baseName;
-  const lastStop = turn.finishReason === "stop" ? turn.tokens[turn.tokens.length - 1] : null;
-  const choice: Json = {
-    index: 0,
-    text: decode(ctx, turn.tokens, req.skipSpecial),
-    logprobs: req.logprobs === null ? null : sampledLogprobs(ctx, turn, req.asIds),
-    finish_reason: turn.finishReason,
-    stop_reason: lastStop !== null && req.stops.includes(lastStop) ? lastStop : null,
-    prompt_logprobs: scored ? promptLogprobs(ctx, req.prompt, scored, req.asIds) : null,
-  };
-  if (req.returnTokenIds) Object.assign(choice, { token_ids: turn.tokens, prompt_token_ids: req.prompt });
-  return Response.json({
+  const head = {
     id: `cmpl-${crypto.randomUUID()}`,
-    object: "text_completion",
     created: Math.floor(Date.now() / 1000),
-    model: name,
-    choices: [choice],
-    usage: {
-      prompt_tokens: req.prompt.length,
-      completion_tokens: turn.tokens.length,
-      total_tokens: req.prompt.length + turn.tokens.length,
-    },
+    model: req.adapter ?? ctx.baseName,
+  };
+  ctx.metrics.promptTokens += req.prompts.reduce((a, p) => a + p.ids.length * req.plan.n, 0);
+  if (req.plan.stream) return sseResponse(signal, (send, s) => streamCompletions(ctx, req, head, send, s));
+  const prompts = await ctx.gate.run(
+    req.adapter,
+    () => Promise.all(req.prompts.map((_, p) => runPrompt(ctx, req, p, signal))),
+  );
+  const choices = prompts.flatMap((answer, p) =>
+    answer.choices.map((c, i) => choiceJson(ctx, req, p, answer.scored, c, p * req.plan.n + i))
+  );
+  return Response.json({
+    ...head,
+    object: "text_completion",
+    choices,
+    usage: usage(req, prompts.flatMap((a) => a.choices)),
   });
 }
 
 function parseRequest(ctx: ServeContext, body: Json): CompletionRequest {
   const vocab = ctx.policy.config.vocab_size;
   const adapter = adapterOf(ctx, body.model);
-  const prompt = promptIds(ctx, body.prompt, vocab);
-  const maxTokens = numberField(body, "max_tokens", 16, 0, Number.MAX_SAFE_INTEGER, true);
-  if (prompt.length + maxTokens > ctx.maxModelLen) {
+  const prompts = promptsOf(ctx, body.prompt, vocab);
+  const plan = samplingPlan(body, vocab, ctx.tokenizer);
+  const maxTokens = plan.maxTokens ?? 16;
+  const longest = Math.max(...prompts.map((p) => p.ids.length));
+  if (longest + maxTokens > ctx.maxModelLen) {
     throw new HttpError(
       400,
       `This model's maximum context length is ${ctx.maxModelLen} tokens. However, you requested ${
-        prompt.length + maxTokens
-      } tokens (${prompt.length} in the prompt, ${maxTokens} for the completion).`,
+        longest + maxTokens
+      } tokens (${longest} in the prompt, ${maxTokens} for the completion).`,
+      undefined,
+      "max_tokens",
     );
   }
-  const stops = stopTokenIds(body, vocab);
-  if (body.ignore_eos !== true && ctx.tokenizer) stops.push(ctx.tokenizer.eosTokenId);
-  const optionalCount = (key: string) =>
-    body[key] === undefined || body[key] === null ? null : numberField(body, key, 0, 0, 20, true);
-  return {
-    prompt,
-    maxTokens,
-    sampling: samplingFields(body),
-    stops,
-    logprobs: optionalCount("logprobs"),
-    promptLogprobs: optionalCount("prompt_logprobs"),
-    returnTokenIds: body.return_token_ids === true,
-    asIds: body.return_tokens_as_token_ids === true,
-    skipSpecial: body.skip_special_tokens !== false,
-    adapter,
-  };
+  const logprobs = body.logprobs == null ? null : numberField(body, "logprobs", 0, 0, MAX_LOGPROBS, true);
+  return { prompts, maxTokens, plan, logprobs, echo: body.echo === true, adapter };
 }
 
-/** The prompt as token ids: given as ids (a list, or a list holding one list), or text to encode. */
-function promptIds(ctx: ServeContext, prompt: unknown, vocab: number): number[] {
-  if (typeof prompt === "string") {
-    if (!ctx.tokenizer) {
-      throw new HttpError(400, "this model directory has no tokenizer; send the prompt as token ids");
+/** Prompts as token ids: one prompt (text or ids) or a batch (a list of texts or of id lists). */
+function promptsOf(ctx: ServeContext, prompt: unknown, vocab: number): CompletionRequest["prompts"] {
+  const one = (p: unknown, field: string) => {
+    if (typeof p === "string") {
+      if (!ctx.tokenizer) {
+        throw new HttpError(
+          400,
+          "this model directory has no tokenizer; send the prompt as token ids",
+          undefined,
+          "prompt",
+        );
+      }
+      return { ids: checkTokenIds(ctx.tokenizer.encode(p), vocab, field), text: p };
     }
-    return checkTokenIds(ctx.tokenizer.encode(prompt), vocab, "prompt");
-  }
-  if (
-    Array.isArray(prompt) && prompt.length === 1 &&
-    (Array.isArray(prompt[0]) || typeof prompt[0] === "string")
-  ) {
-    return promptIds(ctx, prompt[0], vocab);
-  }
-  return checkTokenIds(prompt, vocab, "prompt");
-}
-
-/**
- * One turn on a fresh sequence, plus the prompt's log-probs when asked for. `signal` (the client hung
- * up) cancels the turn within a decode step and frees the slot.
- */
-async function runTurn(ctx: ServeContext, req: CompletionRequest, signal?: AbortSignal) {
-  const { temperature, topK, topP, seed } = req.sampling;
-  const seq = await ctx.policy.openSequence(req.prompt, { seed, capacity: ctx.maxModelLen, signal });
-  let turn: Generation;
-  try {
-    turn = await seq.generate({
-      maxNewTokens: req.maxTokens,
-      temperature,
-      topK,
-      topP,
-      stopTokens: req.stops,
-    });
-  } finally {
-    await seq.close();
-  }
-  const scored = req.promptLogprobs === null
-    ? null
-    : (await ctx.policy.logprobs([req.prompt], { temperature: temperature > 0 ? temperature : 1 }))[0];
-  return { turn, scored };
-}
-
-function tokenText(ctx: ServeContext, id: number, asIds: boolean): string {
-  return asIds || !ctx.tokenizer ? `token_id:${id}` : ctx.tokenizer.decode([id]);
-}
-
-function decode(ctx: ServeContext, tokens: number[], skipSpecial: boolean): string {
-  return ctx.tokenizer ? ctx.tokenizer.decode(tokens, { skipSpecialTokens: skipSpecial }) : "";
-}
-
-/** OpenAI completions logprobs: the sampled token's log-prob at each position. */
-function sampledLogprobs(ctx: ServeContext, turn: Generation, asIds: boolean): Json {
-  const tokens = turn.tokens.map((id) => tokenText(ctx, id, asIds));
-  let offset = 0;
-  const textOffset = tokens.map((t) => (offset += t.length) - t.length);
-  return {
-    text_offset: textOffset,
-    token_logprobs: turn.logprobs.map(clampForJson),
-    tokens,
-    top_logprobs: tokens.map((t, i) => ({ [t]: clampForJson(turn.logprobs[i]) })),
+    return { ids: checkTokenIds(p, vocab, field), text: null };
   };
+  if (
+    Array.isArray(prompt) && prompt.length > 0 &&
+    prompt.every((p) => typeof p === "string" || Array.isArray(p))
+  ) {
+    return prompt.map((p, i) => one(p, `prompt[${i}]`));
+  }
+  return [one(prompt, "prompt")];
 }
 
-/** vLLM's prompt_logprobs: null, then per position a map from token id to its entry. */
-function promptLogprobs(ctx: ServeContext, prompt: number[], scored: Float32Array, asIds: boolean) {
-  return prompt.map((id, t) =>
-    t === 0
+interface PromptAnswer {
+  /** Prompt positions with log-probs (null when not asked). */
+  scored: Position[] | null;
+  choices: ChoiceResult[];
+}
+
+/** Scores prompt `p` when asked and samples its n choices (`onDelta` streams choice i's pieces). */
+async function runPrompt(
+  ctx: ServeContext,
+  req: CompletionRequest,
+  p: number,
+  signal: AbortSignal,
+  onDelta?: (i: number, delta: ChoiceDelta, scored: Position[] | null) => void,
+): Promise<PromptAnswer> {
+  const { ids } = req.prompts[p];
+  const plan = req.plan;
+  const k = Math.max(plan.promptLogprobs ?? 0, req.echo ? req.logprobs ?? 0 : 0);
+  const scoring = plan.promptLogprobs !== null || (req.echo && req.logprobs !== null);
+  const scored = scoring ? await scorePrompt(ctx, ids, plan.temperature, k) : null;
+  const ends = plan.ignoreEos || !ctx.tokenizer ? [] : [ctx.tokenizer.eosTokenId];
+  const choices = await Promise.all(Array.from({ length: plan.n }, (_, i) =>
+    sampleChoice(ctx, {
+      prompt: ids,
+      seed: choiceSeed(plan.seed, i),
+      turn: {
+        maxNewTokens: req.maxTokens,
+        temperature: plan.temperature,
+        topK: plan.topK,
+        topP: plan.topP,
+        stopTokens: [...ends, ...plan.stopTokenIds],
+        constraints: { ...plan.constraints, minTokensBlocked: [...ends, ...plan.stopTokenIds] },
+        topLogprobs: req.logprobs ?? 0,
+      },
+      stop: plan.stop,
+      stopTokenIds: plan.stopTokenIds,
+      includeStop: plan.includeStop,
+      decode: (t) => ctx.tokenizer?.decode(t, { skipSpecialTokens: plan.skipSpecial }) ?? "",
+      onDelta: onDelta && ((d) => onDelta(i, d, scored)),
+    }, signal)));
+  choices.forEach((c) => ctx.metrics.choice(c.finishReason, c.tokens.length));
+  return { scored, choices };
+}
+
+function echoText(ctx: ServeContext, req: CompletionRequest, p: number): string {
+  const { ids, text } = req.prompts[p];
+  return text ?? ctx.tokenizer?.decode(ids, { skipSpecialTokens: req.plan.skipSpecial }) ?? "";
+}
+
+function choiceJson(
+  ctx: ServeContext,
+  req: CompletionRequest,
+  p: number,
+  scored: Position[] | null,
+  c: ChoiceResult,
+  index: number,
+): Json {
+  const { asIds, promptLogprobs: promptK } = req.plan;
+  const sampled = sampledPositions(c.tokens, c.logprobs, c.top);
+  const positions = req.echo && scored ? [...scored, ...sampled] : sampled;
+  const out: Json = {
+    index,
+    text: (req.echo ? echoText(ctx, req, p) : "") + c.text,
+    logprobs: req.logprobs === null ? null : completionLogprobs(ctx, positions, req.logprobs, asIds),
+    finish_reason: c.finishReason,
+    stop_reason: c.stopReason,
+    prompt_logprobs: promptK !== null && scored ? promptLogprobs(ctx, withTop(scored, promptK), asIds) : null,
+  };
+  if (req.plan.returnTokenIds) {
+    Object.assign(out, { token_ids: c.tokens, prompt_token_ids: req.prompts[p].ids });
+  }
+  return out;
+}
+
+/** Positions with at most `k` alternatives each. */
+function withTop(positions: Position[], k: number): Position[] {
+  return positions.map((p) => ({
+    ...p,
+    top: p.top && { ids: p.top.ids.slice(0, k), logprobs: p.top.logprobs.slice(0, k) },
+  }));
+}
+
+function usage(req: CompletionRequest, choices: ChoiceResult[]): Json {
+  const prompt = req.prompts.reduce((a, p) => a + p.ids.length, 0);
+  const completion = choices.reduce((a, c) => a + c.tokens.length, 0);
+  return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion };
+}
+
+/** The streamed answer: per choice, the echo first, then its pieces, then its finish; usage last. */
+async function streamCompletions(
+  ctx: ServeContext,
+  req: CompletionRequest,
+  head: Json,
+  send: (chunk: Json) => void,
+  signal: AbortSignal,
+): Promise<void> {
+  const chunk = (choice: Json) =>
+    send({ ...head, object: "text_completion", choices: [choice], usage: null });
+  const offsets = new Map<number, number>(); // text offset reached by each choice's streamed log-probs
+  const piece = (index: number, text: string, positions: Position[]) => {
+    const at = offsets.get(index) ?? 0;
+    const logprobs = req.logprobs === null
       ? null
-      : { [String(id)]: { logprob: clampForJson(scored[t]), decoded_token: tokenText(ctx, id, asIds) } }
+      : completionLogprobs(ctx, positions, req.logprobs, req.plan.asIds, at);
+    if (logprobs) offsets.set(index, at + (logprobs.tokens as string[]).reduce((a, t) => a + t.length, 0));
+    chunk({ index, text, logprobs, finish_reason: null, stop_reason: null });
+  };
+  const echoed = new Set<number>();
+  const echo = (p: number, index: number, scored: Position[] | null) => {
+    if (!req.echo || echoed.has(index)) return;
+    echoed.add(index);
+    piece(index, echoText(ctx, req, p), scored ?? []);
+  };
+  const answers = await ctx.gate.run(
+    req.adapter,
+    () =>
+      Promise.all(req.prompts.map((_, p) =>
+        runPrompt(ctx, req, p, signal, (i, d, scored) => {
+          const index = p * req.plan.n + i;
+          echo(p, index, scored);
+          piece(index, d.text, sampledPositions(d.tokens, d.logprobs, d.top));
+        })
+      )),
   );
-}
-
-/** JSON has no -Infinity: vLLM writes -9999 for it, and so do we. */
-function clampForJson(value: number): number {
-  return Number.isFinite(value) ? value : -9999;
+  answers.forEach((answer, p) =>
+    answer.choices.forEach((c, i) => {
+      const index = p * req.plan.n + i;
+      echo(p, index, answer.scored);
+      chunk({ index, text: "", logprobs: null, finish_reason: c.finishReason, stop_reason: c.stopReason });
+    })
+  );
+  if (req.plan.includeUsage) {
+    send({
+      ...head,
+      object: "text_completion",
+      choices: [],
+      usage: usage(req, answers.flatMap((a) => a.choices)),
+    });
+  }
 }

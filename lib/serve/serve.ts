@@ -1,7 +1,7 @@
 /**
- * `startServer`: our engine behind vLLM's HTTP API subset (docs/serving.md): `/health`,
- * `/v1/models`, `/v1/completions`, `/v1/chat/completions`, `/v1/load_lora_adapter`,
- * `/v1/unload_lora_adapter`. Binds 127.0.0.1 unless told otherwise; any other address requires an
+ * `startServer`: our engine behind vLLM's HTTP API (docs/serving.md): `/health`, `/version`,
+ * `/metrics`, `/v1/models`, `/v1/completions`, `/v1/chat/completions`, `/tokenize`, `/detokenize`,
+ * `/v1/load_lora_adapter`, `/v1/unload_lora_adapter`. Binds 127.0.0.1 unless told otherwise; any other address requires an
  * API key. Every bad request gets a 4xx with a message (limits.ts) and the server stays up; a fault
  * inside a request is a 500 for that request only.
  *
@@ -26,6 +26,8 @@ import { checkApiKey, errorResponse, HttpError, isLoopback, readJsonBody } from 
 import { chatCompletions } from "./routes_chat.ts";
 import { completions } from "./routes_completions.ts";
 import { listModels, loadAdapter, unloadAdapter } from "./routes_adapters.ts";
+import { detokenize, tokenize, version } from "./routes_tokens.ts";
+import { Metrics } from "./metrics.ts";
 import type { ServeContext } from "./serve_context.ts";
 
 /** Options of `startServer` (the `serve` config section). */
@@ -112,11 +114,17 @@ export async function startServer(policy: Policy, options: ServeOptions): Promis
     adapterRoot: resolve(adapterRoot),
     adapters,
     gate: new AdapterGate(policy, (name) => adapters.get(name)?.adapter),
+    metrics: new Metrics(),
   };
   const maxBody = options.maxBodyBytes ?? 4_194_304;
   const server = Deno.serve(
     { hostname: host, port: options.port ?? 8000, onListen() {} },
-    (request) => handle(ctx, request, apiKey, maxBody),
+    async (request) => {
+      const started = performance.now();
+      const response = await handle(ctx, request, apiKey, maxBody);
+      ctx.metrics.request(new URL(request.url).pathname, response.status, performance.now() - started);
+      return response;
+    },
   );
   const port = server.addr.port;
   return {
@@ -139,6 +147,12 @@ async function handle(
     if (path === "/health") return new Response(null, { status: 200 });
     checkApiKey(request, apiKey);
     if (request.method === "GET" && path === "/v1/models") return listModels(ctx);
+    if (request.method === "GET" && path === "/version") return version();
+    if (request.method === "GET" && path === "/metrics") {
+      return new Response(ctx.metrics.render(ctx.baseName), {
+        headers: { "content-type": "text/plain; version=0.0.4; charset=utf-8" },
+      });
+    }
     const route = POST_ROUTES[path];
     if (!route) throw new HttpError(404, `no route ${request.method} ${path}`, "NotFoundError");
     if (request.method !== "POST") throw new HttpError(405, `${path} takes POST`, "MethodNotAllowed");
@@ -167,6 +181,8 @@ const POST_ROUTES: Record<
   "/v1/chat/completions": chatCompletions,
   "/v1/load_lora_adapter": loadAdapter,
   "/v1/unload_lora_adapter": unloadAdapter,
+  "/tokenize": tokenize,
+  "/detokenize": detokenize,
 };
 
 /** The model directory's tokenizer, or null when it has none (token-id requests still work). */

@@ -34,12 +34,17 @@ export class ScriptedPolicy implements Policy {
       generate: (o): Promise<Generation> => {
         turn += 1;
         const full = [...this.#tokenizer.encode(this.#script(prompt, turn)), this.#tokenizer.eosTokenId];
-        const out = full.slice(0, o.maxNewTokens);
+        let out = full.slice(0, o.maxNewTokens);
+        // A listener (deno task serve) hears each token and may end the turn there.
+        const asked = out.findIndex((token, index) =>
+          o.onToken?.({ index, token, logprob: SCRIPTED_LOGPROB })
+        );
+        if (asked >= 0) out = out.slice(0, asked + 1);
         tokens.push(...out);
         return Promise.resolve({
           tokens: out,
           logprobs: out.map(() => SCRIPTED_LOGPROB),
-          finishReason: out.length === full.length ? "stop" : "length",
+          finishReason: out.length === full.length || asked >= 0 ? "stop" : "length",
         });
       },
       append: (more) => Promise.resolve(void tokens.push(...more)),
