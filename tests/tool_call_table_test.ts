@@ -33,6 +33,8 @@ interface Row {
   };
   /** Per block: ["ok", name] or ["invalid", fragment of the error]. */
   rollout: [string, string][];
+  /** The streamed reasoning, where it differs from the unstreamed (as in vLLM). */
+  streamedReasoning?: string;
 }
 
 const ROWS: Row[] = [
@@ -191,6 +193,7 @@ const ROWS: Row[] = [
     text: "Hmm <think>\nr\n</think>\n\nAnswer",
     chat: { reasoning: "\nr\n", content: "\n\nAnswer" },
     rollout: [],
+    streamedReasoning: "Hmm \nr\n", // sent before <think> arrived, as vLLM's stream sends it
   },
 ];
 
@@ -239,6 +242,13 @@ Deno.test("tool-call table: the chat route and the rollout parser give each row'
         `chat: ${row.what}`,
       );
       assert.equal(choice.finish_reason, calls.length > 0 ? "tool_calls" : "stop", `finish: ${row.what}`);
+      const streamed = await streamedMessage(server.url, body);
+      assert.deepEqual(streamed, {
+        reasoning: row.streamedReasoning ?? choice.message.reasoning ?? "",
+        content: choice.message.content ?? "",
+        calls: choice.message.tool_calls.map((c: { function: unknown }) => c.function),
+        finish: choice.finish_reason,
+      }, `streamed: ${row.what}`);
     }
   } finally {
     await server.close();
@@ -251,3 +261,78 @@ function expectedFragment(row: Row, error: string): string {
   const fragment = row.rollout.find(([kind, f]) => kind === "invalid" && error.includes(f));
   return fragment ? fragment[1] : error;
 }
+
+/** The streamed reply's deltas put together. */
+async function streamedMessage(url: string, body: Record<string, unknown>) {
+  const response = await fetch(`${url}/v1/chat/completions`, {
+    method: "POST",
+    body: JSON.stringify({ ...body, stream: true }),
+  });
+  const out = { reasoning: "", content: "", calls: [] as unknown[], finish: null as string | null };
+  for (const line of (await response.text()).split("\n\n")) {
+    if (!line.startsWith("data: {")) continue;
+    const choice = JSON.parse(line.slice(6)).choices[0];
+    out.reasoning += choice.delta.reasoning ?? "";
+    out.content += choice.delta.content ?? "";
+    out.calls.push(...(choice.delta.tool_calls ?? []).map((c: { function: unknown }) => c.function));
+    out.finish = choice.finish_reason ?? out.finish;
+  }
+  return out;
+}
+
+Deno.test("tool_choice required and named force the start of a call; a forced reply without one is a 400", async () => {
+  const modelDir = await makeTinyModel();
+  const tokenizer = await loadTokenizer(modelDir);
+  let reply = "";
+  let prompt = "";
+  const policy = new ScriptedPolicy(tokenizer, (p) => {
+    prompt = tokenizer.decode([...p]);
+    return reply;
+  });
+  Object.assign(policy.config, { vocab_size: 151936 });
+  const root = await Deno.makeTempDir({ prefix: "tool-choice-" });
+  const server = await startServer(policy, { modelDir, port: 0, adapterRoot: root, maxModelLen: 4096 });
+  const ask = async (extra: Record<string, unknown>) => {
+    const response = await fetch(`${server.url}/v1/chat/completions`, {
+      method: "POST",
+      body: JSON.stringify({ messages: [{ role: "user", content: "Q" }], tools: TOOLS, ...extra }),
+    });
+    return { status: response.status, json: await response.json() };
+  };
+  try {
+    reply = '{"expression": "1"}}\n</tool_call>';
+    const named = await ask({ tool_choice: { type: "function", function: { name: "calculator" } } });
+    assert.ok(
+      prompt.endsWith('<think>\n\n</think>\n\n<tool_call>\n{"name": "calculator", "arguments": '),
+      prompt,
+    );
+    const [forced] = named.json.choices[0].message.tool_calls;
+    assert.deepEqual([forced.function.name, JSON.parse(forced.function.arguments)], ["calculator", {
+      expression: "1",
+    }]);
+    assert.equal(named.json.choices[0].finish_reason, "stop", "a named call finishes with stop, as OpenAI's");
+    reply = 'calculator", "arguments": {"expression": "2"}}\n</tool_call>';
+    const required = await ask({ tool_choice: "required", chat_template_kwargs: { enable_thinking: false } });
+    assert.ok(prompt.endsWith('</think>\n\n<tool_call>\n{"name": "'), prompt);
+    assert.equal(required.json.choices[0].message.tool_calls[0].function.name, "calculator");
+    assert.equal(required.json.choices[0].finish_reason, "tool_calls");
+    reply = "oops";
+    const failed = await ask({ tool_choice: "required" });
+    assert.equal(failed.status, 400);
+    assert.equal(failed.json.error.param, "tool_choice");
+    reply = `${call("1")}\n${call("2")}`;
+    const thinkingOff = { chat_template_kwargs: { enable_thinking: false } };
+    assert.equal((await ask(thinkingOff)).json.choices[0].message.tool_calls.length, 2);
+    const one = await ask({ ...thinkingOff, parallel_tool_calls: false });
+    assert.equal(
+      one.json.choices[0].message.tool_calls.length,
+      1,
+      "parallel_tool_calls false: the first call",
+    );
+    const unknown = await ask({ tool_choice: { type: "function", function: { name: "nope" } } });
+    assert.equal(unknown.status, 400);
+  } finally {
+    await server.close();
+    await Deno.remove(root, { recursive: true });
+  }
+});

@@ -29,7 +29,9 @@ export class ChatDeltas {
   push(piece: string): Json | null {
     this.#text += piece;
     const safe = this.#text.slice(0, this.#text.length - tagHoldBack(this.#text));
-    const { reasoning, content } = splitReasoning(safe, this.#options.thinking);
+    // As vLLM's stream does, the `<think>` tag is dropped but text before it stays reasoning (the
+    // unstreamed reply drops that text: the one place where the two differ).
+    const { reasoning, content } = splitReasoning(safe.replace("<think>", ""), this.#options.thinking);
     const callAt = this.#options.parseTools ? content?.indexOf("<tool_call>") ?? -1 : -1;
     return this.#delta(reasoning, callAt >= 0 ? content!.slice(0, callAt) : content);
   }
