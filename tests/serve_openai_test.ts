@@ -8,6 +8,8 @@
 
 import assert from "node:assert/strict";
 import { type Loose, openAiServer } from "./helpers/openai_server.ts";
+import { loadPolicy } from "../lib/engine/worker_policy.ts";
+import { makeTinyModel } from "./helpers/tiny_model.ts";
 
 /** The client's stream of chunks (its overloads cannot tell from an untyped body that it streams). */
 function chunks(answer: unknown): AsyncIterable<Loose> {
@@ -250,3 +252,42 @@ Deno.test("/tokenize, /detokenize, /version and /metrics answer in vLLM's shapes
     await s.close();
   }
 });
+
+Deno.test("a streaming client that disconnects cancels its sequence", async () => {
+  // As `deno task serve` runs: the policy in a Worker (the server's thread stays free to see the hang-up).
+  const s = await openAiServer(await loadPolicy(await makeTinyModel(), { maxSequences: 4 }));
+  try {
+    const client = new AbortController();
+    const response = await fetch(`${s.server.url}/v1/completions`, {
+      method: "POST",
+      body: JSON.stringify({
+        model: s.model,
+        prompt: [1, 2, 3],
+        max_tokens: 400,
+        ignore_eos: true,
+        stream: true,
+      }),
+      signal: client.signal,
+    });
+    const reader = response.body!.getReader();
+    assert.match(new TextDecoder().decode((await reader.read()).value), /^data: \{/);
+    client.abort();
+    await reader.cancel().catch(() => {});
+    // Once nothing runs (had the sequence decoded on, that is after all 400 tokens), count what was decoded.
+    for (
+      let i = 0;
+      i < 6000 && /^vllm:num_requests_running\S* [1-9]/m.test(await metrics(s.server.url));
+      i++
+    ) {
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    const { decodeTokens } = await s.policy.sequenceStats();
+    assert.ok(decodeTokens < 400, `${decodeTokens} tokens decoded in all`);
+  } finally {
+    await s.close();
+  }
+});
+
+async function metrics(url: string): Promise<string> {
+  return await (await fetch(`${url}/metrics`)).text();
+}
