@@ -78,8 +78,9 @@ function parseRequest(ctx: ServeContext, body: Json): ChatRequest {
       "messages",
     );
   }
-  const asked = numberField(body, "max_completion_tokens", plan.maxTokens ?? room, 1, room, true);
-  if (plan.maxTokens !== null && plan.maxTokens > room) numberField(body, "max_tokens", room, 1, room, true);
+  // max_completion_tokens (OpenAI's name) wins over max_tokens; either must fit the room left.
+  const key = body.max_completion_tokens != null ? "max_completion_tokens" : "max_tokens";
+  const asked = numberField(body, key, room, 1, room, true);
   const logprobs = flag(body, "logprobs", false);
   if (!logprobs && body.top_logprobs != null) {
     throw new HttpError(400, "top_logprobs needs logprobs: true", undefined, "top_logprobs");
