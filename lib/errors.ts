@@ -2,7 +2,8 @@
  * One error style for the whole toolkit: what failed, the value, why, and how to fix it, on one line.
  *
  * `UserError` is for bad input (a file, a flag, a config value) — a CLI prints its message and exits 2.
- * Anything else is a bug or an infrastructure fault and keeps its stack trace.
+ * `InfrastructureError` is a fault of the machine (a sandbox or an MCP server that cannot start or dies):
+ * a CLI prints its one line and exits 1. Anything else is a bug and keeps its stack trace.
  */
 export interface ErrorParts {
   /** The offending value, shown with JSON quoting when it is a string. */
@@ -22,6 +23,19 @@ export class UserError extends Error {
     this.name = "UserError";
     this.what = what;
     this.parts = parts;
+  }
+}
+
+/**
+ * A fault of the machine, not of the model's call: a sandbox that cannot start, an interpreter that is
+ * missing, an MCP server that died. A tool throws it (or a subclass, such as the sandbox's own error) to
+ * stop the stage; any other error a tool throws becomes a `tool_error` result the model sees. Never
+ * scored as a model failure.
+ */
+export class InfrastructureError extends Error {
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.name = "InfrastructureError";
   }
 }
 

@@ -26,11 +26,11 @@
  * created; then `run` starts. Library code that writes outputs itself (the loop's step files) calls
  * `checkOutputPath` (re-exported here) with the same policy, and reports progress through `progress`.
  *
- * Exit codes: 0 done, 2 bad input, 130 interrupted, 1 an
- * unexpected fault (stack trace shown).
+ * Exit codes: 0 done, 2 bad input, 130 interrupted, 1 an infrastructure fault (one line: a sandbox or an
+ * MCP server that cannot start or died) or an unexpected fault (stack trace shown).
  */
 import { stringify } from "@std/yaml";
-import { UserError } from "../errors.ts";
+import { InfrastructureError, UserError } from "../errors.ts";
 import { configHelp, DEFAULT_CONFIG_FILE, loadConfig } from "../config/load.ts";
 import type { Config } from "../config/schema.ts";
 import type { StageKind } from "../arrow/kinds.ts";
@@ -41,6 +41,7 @@ import { checkAdapterDir, checkDistinctInputs, checkInputFile, checkModelDir } f
 import { defaultModelMissing, ensureDefaultModel } from "../model/default_model.ts";
 import { progress } from "../progress.ts";
 import { stopWithParent } from "./lifetime.ts";
+import { checkMcpServers, mcpPaths } from "../tools/mcp/check.ts";
 
 export { checkOutputPath, type OutputSpec } from "../fs/output.ts";
 export { progress } from "../progress.ts";
@@ -220,17 +221,18 @@ export async function prepareStage(spec: StageSpec, argv: string[]): Promise<Sta
 
 /**
  * The paths a command reads, which its output may not be, hold or lie inside: `--in` files, the config
- * file, `model.adapter`, and for a stage that loads the model `model.path`, `data.path` and (with the
- * read_file tool) `rollout.tools.read_file_root`.
+ * file, `model.adapter`, and for a stage that loads the model `model.path`, `data.path`, (with the
+ * read_file tool) `rollout.tools.read_file_root` and the paths given to MCP servers.
  */
 export function inputsOf(args: StageArgs, usesModel: boolean): Array<string | null | undefined> {
   const { model, data, rollout } = args.config;
   const readFile = rollout.tools.enabled.includes("read_file");
+  const mcp = mcpPaths(rollout.tools.mcp);
   return [
     ...args.inputs,
     args.configFile,
     model.adapter,
-    ...(usesModel ? [model.path, data.path, readFile ? rollout.tools.read_file_root : null] : []),
+    ...(usesModel ? [model.path, data.path, readFile ? rollout.tools.read_file_root : null, ...mcp] : []),
   ];
 }
 
@@ -245,6 +247,7 @@ async function checkArguments(spec: StageSpec, args: StageArgs): Promise<void> {
     // The default model, when absent, is made after every check (prepareStage), not checked here.
     if (!(await defaultModelMissing(model.path))) await checkModelDir("model.path", model.path);
     if (model.adapter) await checkAdapterDir("model.adapter", model.adapter);
+    await checkMcpServers(args.config.rollout.tools.mcp);
   }
   if (args.output) {
     await checkOutputPath(args.output, spec.output ?? { kind: "stage-file", fileKind: "unknown" }, {
@@ -288,11 +291,19 @@ function missingFlag(stage: string, flag: string): never {
   });
 }
 
-/** Prints one line for bad input (a stack trace only with --debug) and returns the exit code. */
+/**
+ * Prints one line for bad input (exit 2) and for an infrastructure fault (exit 1), a stack trace only
+ * with --debug; anything else is a bug: its stack trace, exit 1.
+ */
 export function reportFailure(stage: string, error: unknown, debug: boolean): number {
   if (error instanceof UserError) {
     console.error(debug ? error.stack : `error: ${error.message}`);
     return 2;
+  }
+  if (error instanceof InfrastructureError) {
+    const line = error.message.replace(/\s*\n\s*/g, " ");
+    console.error(debug ? error.stack : `${stage}: infrastructure fault: ${line}`);
+    return 1;
   }
   console.error(`${stage}: unexpected failure (a bug or an infrastructure fault):`);
   console.error(error instanceof Error ? error.stack : String(error));

@@ -33,7 +33,59 @@ function checkSpec(spec: FieldSpec, value: unknown, path: string, example: unkno
       return checkList(spec, value, path, example);
     case "weights":
       return checkWeights(spec, value, path, example);
+    case "map":
+      return checkMap(spec, value, path, example);
+    case "records":
+      return checkRecords(spec, value, path, example);
   }
+}
+
+function checkMap(
+  spec: FieldSpec & { kind: "map" },
+  value: unknown,
+  path: string,
+  example: unknown,
+): Record<string, unknown> {
+  if (!isMapping(value)) throw wrongType(path, value, describeSpec(spec), example);
+  const out: Record<string, unknown> = {};
+  for (const [name, item] of Object.entries(value)) {
+    out[name] = checkSpec(spec.value, item, `${path}.${name}`, undefined);
+  }
+  return out;
+}
+
+/** Each item a mapping of the record's keys: unknown keys refused, required ones present, the rest default. */
+function checkRecords(
+  spec: FieldSpec & { kind: "records" },
+  value: unknown,
+  path: string,
+  example: unknown,
+): Record<string, unknown>[] {
+  if (!Array.isArray(value)) throw wrongType(path, value, describeSpec(spec), example);
+  return value.map((item, i) => {
+    const at = `${path}[${i}]`;
+    const keys = Object.keys(spec.fields);
+    if (!isMapping(item)) {
+      throw wrongType(at, item, `a mapping with keys ${keys.join(", ")}`, undefined);
+    }
+    for (const key of Object.keys(item)) if (!(key in spec.fields)) throw unknownKey(`${at}.${key}`, keys);
+    const missing = spec.required.find((key) => !(key in item));
+    if (missing !== undefined) {
+      throw new UserError(`config key ${at}.${missing}`, {
+        why: `missing: every entry of ${path} needs ${spec.required.join(" and ")}`,
+        fix: `add ${missing}: ... to entry ${i} of ${path} (${spec.fields[missing].doc})`,
+      });
+    }
+    const out: Record<string, unknown> = {};
+    for (const [key, field] of Object.entries(spec.fields)) {
+      out[key] = key in item ? checkField(field, item[key], `${at}.${key}`) : structuredClone(field.default);
+    }
+    return out;
+  });
+}
+
+function isMapping(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
 function checkNumber(

@@ -4,6 +4,7 @@
  */
 import { UserError } from "../errors.ts";
 import { type Config, GROUP_ESTIMATORS } from "./schema.ts";
+import { checkMcpServers } from "./sections/mcp.ts";
 
 type Rule = (config: Config) => void;
 
@@ -114,12 +115,16 @@ export function checkJudgeEndpoint(score: Pick<Config["score"], "rewards" | "jud
 
 const judgeEndpoint: Rule = ({ score }) => checkJudgeEndpoint(score);
 
+/** Each MCP server entry: a name of its own, exactly one of command and url, keys that fit its kind. */
+const mcpServers: Rule = ({ rollout: { tools } }) => checkMcpServers(tools.mcp);
+
 /** Every cross-field rule, run in this order. */
 const RULES: Rule[] = [
   groupSize,
   turnFitsContext,
   sandboxOptIn,
   readFileRoot,
+  mcpServers,
   dataPath,
   arithmeticRange,
   judgeEndpoint,

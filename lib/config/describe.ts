@@ -21,6 +21,10 @@ export function describeSpec(spec: FieldSpec): string {
     }
     case "weights":
       return `a mapping of ${spec.names.join(" / ")} to numbers`;
+    case "map":
+      return `a mapping of names to ${pluralize(describeSpec(spec.value))}`;
+    case "records":
+      return `a list of mappings with keys ${Object.keys(spec.fields).join(", ")}`;
   }
 }
 

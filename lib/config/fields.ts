@@ -34,6 +34,20 @@ export type FieldSpec =
     readonly kind: "weights";
     readonly names: readonly string[];
     readonly minEntries?: number;
+  }
+  | {
+    /** A mapping from any names to values of one spec (environment variables → strings). */
+    readonly kind: "map";
+    readonly value: FieldSpec;
+  }
+  | {
+    /**
+     * A list of mappings, each with the keys of `fields` (absent keys take their defaults; the keys in
+     * `required` must be given), e.g. the MCP servers of `rollout.tools.mcp`.
+     */
+    readonly kind: "records";
+    readonly fields: Readonly<Record<string, Field<unknown>>>;
+    readonly required: readonly string[];
   };
 
 /** A configuration key: its spec plus default, doc and whether `null` is allowed. `T` is the value type. */
@@ -132,4 +146,23 @@ export function weights<const C extends readonly string[]>(
   o: Common<Partial<Record<NoInfer<C[number]>, number>>, false> & { names: C; minEntries?: number },
 ): Field<Partial<Record<C[number], number>>> {
   return make({ kind: "weights", names: o.names, minEntries: o.minEntries }, o);
+}
+
+/** A mapping from any names to values of `value` (e.g. environment variables to strings). */
+export function mapOf<T>(
+  o: Common<Record<string, T>, false> & { value: FieldSpec },
+): Field<Record<string, T>> {
+  return make({ kind: "map", value: o.value }, o);
+}
+
+/** The value of one record of `records`: each key's field type. */
+export type RecordOf<F extends Record<string, Field<unknown>>> = {
+  -readonly [K in keyof F]: F[K] extends Field<infer T> ? T : never;
+};
+
+/** A list of mappings whose keys are `fields` (the `required` ones must be given; others default). */
+export function records<const F extends Record<string, Field<unknown>>>(
+  o: Common<RecordOf<F>[], false> & { fields: F; required: readonly (keyof F & string)[] },
+): Field<RecordOf<F>[]> {
+  return make({ kind: "records", fields: o.fields, required: o.required }, o);
 }

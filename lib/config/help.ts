@@ -20,6 +20,8 @@ export function configHelp(section: Section = SCHEMA, prefix = ""): string {
       continue;
     }
     lines.push(`  ${path} = ${showYaml(node.default)}    (${describeField(node)})`, `      ${node.doc}`);
+    // A list of records: each entry's keys, as `path[].key`.
+    if (node.kind === "records") lines.push(configHelp(node.fields, `${path}[]`));
   }
   return lines.join("\n");
 }

@@ -19,6 +19,7 @@ import { modelBackend, serve } from "./sections/server.ts";
 
 export * from "./sections/model.ts";
 export * from "./sections/rollout.ts";
+export * from "./sections/mcp.ts";
 export * from "./sections/score.ts";
 export * from "./sections/judge.ts";
 export * from "./sections/train.ts";

@@ -5,6 +5,8 @@
  * use, so `deno task score` opens no model and `deno task rollout` builds no train graph; the loop
  * opens everything once and reuses it for every step.
  *
+ * The tools may hold MCP servers (`rollout.tools.mcp`); `close` stops them.
+ *
  * The engine and the trainer (onnxruntime) are imported when first opened, so a command that opens
  * neither (score, mask) runs without the native library and its permissions.
  *
@@ -25,7 +27,7 @@ import type { SharedWeights } from "../model/shared_weights.ts";
 import { loadTokenizer } from "../model/tokenizer.ts";
 import { type Progress, progress as stderrProgress } from "../progress.ts";
 import { splitHeldOut } from "../rollout/tasks.ts";
-import { loadTools } from "../tools/registry.ts";
+import { loadTools, ToolSet } from "../tools/registry.ts";
 import type { Tool } from "../tools/types.ts";
 import type { TrainSession } from "../train/train_session.ts";
 
@@ -63,6 +65,8 @@ export class Session {
   #adapter: string | null;
   #tasks?: Promise<TaskSplit>;
   #tools?: Promise<ReadonlyMap<string, Tool>>;
+  /** The tools this session opened itself (not given in `options.open`), closed by `close`. */
+  #openedTools?: Promise<ToolSet>;
   #tokenizer?: Promise<ChatTokenizer>;
   #policy?: Promise<Policy>;
   #trainer?: Promise<TrainSession>;
@@ -92,8 +96,14 @@ export class Session {
     );
   }
 
+  /** The tools of `rollout.tools`, opened once (MCP servers started then, stopped by `close`). */
   tools(): Promise<ReadonlyMap<string, Tool>> {
-    return this.#tools ??= loadTools(this.config.rollout.tools);
+    if (this.#tools === undefined) {
+      const opened = loadTools(this.config.rollout.tools);
+      this.#openedTools = opened.catch(() => new ToolSet()); // a failed open has nothing to close
+      this.#tools = opened;
+    }
+    return this.#tools;
   }
 
   tokenizer(): Promise<ChatTokenizer> {
@@ -121,13 +131,17 @@ export class Session {
     if (this.#policy) await (await this.#policy).setAdapter(dir);
   }
 
-  /** Closes what was opened; safe to call twice. */
+  /**
+   * Closes what was opened (the policy, the trainer, the MCP servers the tools started; tools given in
+   * `options.open` are the caller's to close); safe to call twice.
+   */
   async close(): Promise<void> {
-    const [policy, trainer] = [this.#policy, this.#trainer];
-    this.#policy = this.#trainer = undefined;
+    const [policy, trainer, tools] = [this.#policy, this.#trainer, this.#openedTools];
+    this.#policy = this.#trainer = this.#openedTools = undefined;
     await Promise.allSettled([
       policy?.then((p) => p.close()),
       trainer?.then((t) => t.close()),
+      tools?.then((t) => t.close()),
     ]);
   }
 

@@ -11,13 +11,16 @@
  * `InfrastructureError`, which is re-thrown after the turn's other calls settle and stops the stage.
  * Output is cut to `maxOutputChars` with a marker (`output_truncated`) and sanitized (sanitize.ts).
  *
- * Calls of one turn run concurrently; the limiter bounds all calls in flight across episodes.
+ * Calls of one turn run concurrently; the limiter bounds all calls in flight across episodes. Each call
+ * gets the episode's scope (`episode`: what a tool keeps per episode); without one, the turn gets its own,
+ * closed when the turn's calls settle.
  *
  * @module
  */
 
 import type { Task } from "../data/task.ts";
 import type { EpisodeStatus } from "../arrow/kinds.ts";
+import { EpisodeScope } from "../tools/episode_scope.ts";
 import { describeArguments, validateArguments } from "../tools/schema.ts";
 import { InfrastructureError, TOOL_CALL_STATUSES } from "../tools/types.ts";
 import type { Tool, ToolCallStatus, ToolContext, ToolResult } from "../tools/types.ts";
@@ -49,6 +52,8 @@ export interface DispatchOptions {
   timeoutMs: number;
   maxOutputChars: number;
   limiter: Limiter;
+  /** The episode's scope (default: one for this turn alone, closed when its calls settle). */
+  episode?: EpisodeScope;
 }
 
 /** How long past its timeout a tool may take to settle before the call is abandoned. */
@@ -63,11 +68,14 @@ export async function runToolCalls(
   options: DispatchOptions,
 ): Promise<ToolCallRecord[]> {
   const allowed = Math.max(0, Math.min(options.maxCallsPerTurn, options.callsLeft));
+  const turnScope = options.episode === undefined ? new EpisodeScope() : undefined;
+  const o = turnScope === undefined ? options : { ...options, episode: turnScope };
   const settled = await Promise.allSettled(
     calls.map((call, index) =>
-      index < allowed ? runOne(call, tools, options) : Promise.resolve(overBudget(call, index, options))
+      index < allowed ? runOne(call, tools, o) : Promise.resolve(overBudget(call, index, o))
     ),
   );
+  await turnScope?.close();
   const failed = settled.find((result) => result.status === "rejected");
   if (failed !== undefined) throw (failed as PromiseRejectedResult).reason;
   return settled.map((result) => (result as PromiseFulfilledResult<ToolCallRecord>).value);
@@ -118,7 +126,7 @@ async function runOne(
     const output = `Error: unknown tool ${JSON.stringify(call.name)}. Available tools: ${names}.`;
     return record(call, options, "unknown_tool", output);
   }
-  const errors = validateArguments(tool.parameters, call.arguments);
+  const errors = tool.validate?.(call.arguments) ?? validateArguments(tool.parameters, call.arguments);
   if (errors.length > 0) {
     const output = `Error: invalid arguments for ${tool.name}: ${errors.join("; ")}. ` +
       `Expected arguments: ${describeArguments(tool.parameters)}.`;
@@ -148,6 +156,7 @@ async function runWithTimeout(
     signal: controller.signal,
     timeoutMs: options.timeoutMs,
     maxOutputChars: options.maxOutputChars,
+    episode: options.episode,
   };
   const abortTimer = setTimeout(
     () => controller.abort(new DOMException(`${tool.name} timed out`, "TimeoutError")),

@@ -53,6 +53,11 @@ export interface Environment {
   reset(): Promise<ChatMessage[]> | ChatMessage[];
   /** Answers one assistant turn. */
   step(turn: AssistantTurn): Promise<EnvStep>;
+  /**
+   * Called once when the episode ends, however it ends (done, max turns, truncated, or a fault): gives
+   * back what the episode held (MCP servers started per episode).
+   */
+  close?(): Promise<void>;
 }
 
 /** What a custom environment module gets besides the task. */

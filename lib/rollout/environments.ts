@@ -10,7 +10,7 @@ import type { Config } from "../config/schema.ts";
 import type { Task } from "../data/task.ts";
 import { UserError } from "../errors.ts";
 import type { Tool } from "../tools/types.ts";
-import type { CustomEnvironmentFactory, EnvironmentFactory } from "./environment.ts";
+import type { CustomEnvironmentFactory, Environment, EnvironmentFactory } from "./environment.ts";
 import type { Limiter } from "./limiter.ts";
 import { ScriptedEnvironment } from "./scripted_env.ts";
 import { ToolEnvironment, type ToolEnvOptions } from "./tool_env.ts";
@@ -45,14 +45,31 @@ export async function environmentFactory(
         new ScriptedEnvironment(task, { tools: toolEnv(task), continuePrompt: e.continue_prompt });
     case "module": {
       const create = await loadEnvironmentModule(e.module);
-      const context = (task: Task) => ({
-        systemPrompt: config.data.system_prompt,
-        tools: toolEnv(task),
-        maxTurns: e.max_turns,
-      });
-      return (task) => create(task, context(task));
+      return (task) => {
+        const tools = toolEnv(task);
+        const env = create(task, { systemPrompt: config.data.system_prompt, tools, maxTurns: e.max_turns });
+        return closingToo(env, tools);
+      };
     }
   }
+}
+
+/**
+ * `env` with a `close` that also closes the tool environment it was given: a custom environment need not
+ * know that its tools hold anything per episode.
+ */
+function closingToo(env: Environment, tools: ToolEnvironment): Environment {
+  return {
+    reset: () => env.reset(),
+    step: (turn) => env.step(turn),
+    close: async () => {
+      try {
+        await env.close?.();
+      } finally {
+        await tools.close();
+      }
+    },
+  };
 }
 
 /** Imports a custom environment module and returns its factory. */

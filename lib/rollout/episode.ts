@@ -41,8 +41,22 @@ export interface EpisodeOptions {
   promptCache?: Map<string, number[]>;
 }
 
-/** Runs one episode of `env` on `policy`, sampling with `seed`. */
+/** Runs one episode of `env` on `policy`, sampling with `seed`; closes `env` when it ends. */
 export async function runEpisode(
+  policy: Policy,
+  tokenizer: ChatTokenizer,
+  env: Environment,
+  seed: number,
+  o: EpisodeOptions,
+): Promise<EpisodeResult> {
+  try {
+    return await sample(policy, tokenizer, env, seed, o);
+  } finally {
+    await env.close?.();
+  }
+}
+
+async function sample(
   policy: Policy,
   tokenizer: ChatTokenizer,
   env: Environment,

@@ -48,6 +48,10 @@ export class ScriptedEnvironment implements Environment {
     return this.#tools.reset();
   }
 
+  async close(): Promise<void> {
+    await this.#tools.close?.();
+  }
+
   async step(turn: AssistantTurn): Promise<EnvStep> {
     // A turn cut at max_new_tokens is a step like any other here (seed 002's fixed-length steps); its
     // unfinished tool calls are not run. A finished turn with tool calls goes on with their results.

@@ -8,11 +8,16 @@
  * (`length`) and runs nothing: its calls are unfinished. When the episode's tool-call budget is used up
  * the episode ends (`tool_budget`) after the turn that used it.
  *
+ * Each episode has a scope (lib/tools/episode_scope.ts) for what its tools keep, such as an MCP server
+ * started per episode: `reset` lets every tool start its part, and `close` (when the episode ends) gives
+ * it all back.
+ *
  * @module
  */
 
 import type { Task } from "../data/task.ts";
 import type { ToolCall } from "../model/chat.ts";
+import { EpisodeScope } from "../tools/episode_scope.ts";
 import type { Tool } from "../tools/types.ts";
 import { callsUsed, runToolCalls } from "./dispatch.ts";
 import type { AssistantTurn, Environment, EnvStep } from "./environment.ts";
@@ -36,6 +41,7 @@ export interface ToolEnvOptions {
 export class ToolEnvironment implements Environment {
   readonly #task: Task;
   readonly #options: ToolEnvOptions;
+  readonly #scope = new EpisodeScope();
   #callsLeft: number;
 
   constructor(task: Task, options: ToolEnvOptions) {
@@ -45,7 +51,13 @@ export class ToolEnvironment implements Environment {
   }
 
   reset() {
+    for (const tool of this.#options.tools.values()) tool.startEpisode?.(this.#scope);
     return promptMessages(this.#task, this.#options.systemPrompt);
+  }
+
+  /** Gives back what the episode's tools kept (per-episode MCP servers). */
+  close(): Promise<void> {
+    return this.#scope.close();
   }
 
   async step(turn: AssistantTurn): Promise<EnvStep> {
@@ -61,6 +73,7 @@ export class ToolEnvironment implements Environment {
       timeoutMs: o.timeoutMs,
       maxOutputChars: o.maxOutputChars,
       limiter: o.limiter,
+      episode: this.#scope,
     });
     this.#callsLeft -= callsUsed(records);
     const step: EnvStep = {

@@ -1,10 +1,11 @@
 /**
- * Which tools an episode may call: the enabled built-ins (calculator, execute_code, read_file) and the
- * user tools exported by the TypeScript modules named in `rollout.tools.modules`. A user module exports
+ * Which tools an episode may call: the enabled built-ins (calculator, execute_code, read_file), the
+ * user tools exported by the TypeScript modules named in `rollout.tools.modules`, and the tools of the
+ * MCP servers in `rollout.tools.mcp` (lib/tools/mcp/, docs/mcp.md). A user module exports
  * `tools: Tool[]` (or a default export of a Tool or Tool[]); see examples/user_tools.ts.
  *
  * Every problem with a module is a one-line UserError naming the module and the tool, found when the
- * stage starts, before any model loads.
+ * stage starts, before any model loads. MCP servers are started here and stopped by `ToolSet.close`.
  *
  * @module
  */
@@ -15,6 +16,7 @@ import type { RolloutConfig } from "../config/schema.ts";
 import { UserError } from "../errors.ts";
 import type { ToolSpec } from "../model/chat.ts";
 import { calculatorTool } from "./calculator.ts";
+import { openMcpTools } from "./mcp/tools.ts";
 import { executeCodeTool } from "./execute_code.ts";
 import { readFileTool } from "./read_file.ts";
 import { openSandbox, type Sandbox } from "./sandbox.ts";
@@ -34,12 +36,32 @@ export interface LoadToolsOptions {
 const TOOL_NAME = /^[A-Za-z_][A-Za-z0-9_-]{0,63}$/;
 const BUILT_IN_NAMES = ["calculator", "execute_code", "read_file"];
 
-/** The enabled tools by name: built-ins first, in config order, then each module's tools in order. */
+/** The tools by name, and `close`, which stops what they started (MCP servers). */
+export class ToolSet extends Map<string, Tool> {
+  #closers: Array<() => Promise<void>> = [];
+
+  /** Registers what `close` must stop. */
+  onClose(closer: () => Promise<void>): void {
+    this.#closers.push(closer);
+  }
+
+  /** Stops every MCP server the tools started; safe to call twice. */
+  async close(): Promise<void> {
+    const closers = this.#closers;
+    this.#closers = [];
+    await Promise.allSettled(closers.map((close) => close()));
+  }
+}
+
+/**
+ * The enabled tools by name: built-ins first, in config order, then each module's tools in order, then
+ * each MCP server's. Close the set when the run ends (it may hold running MCP servers).
+ */
 export async function loadTools(
   section: RolloutToolsConfig,
   options: LoadToolsOptions = {},
-): Promise<Map<string, Tool>> {
-  const tools = new Map<string, Tool>();
+): Promise<ToolSet> {
+  const tools = new ToolSet();
   for (const name of section.enabled) tools.set(name, await builtIn(name, section, options));
   for (const path of section.modules) {
     for (const tool of await loadModule(path, options.baseDir ?? Deno.cwd())) {
@@ -55,6 +77,12 @@ export async function loadTools(
       }
       tools.set(tool.name, tool);
     }
+  }
+  if (section.mcp.length > 0) {
+    const taken = new Map([...tools.keys()].map((name) => [name, `the ${name} tool`]));
+    const mcp = await openMcpTools(section.mcp, { taken, baseDir: options.baseDir });
+    for (const tool of mcp.tools) tools.set(tool.name, tool);
+    tools.onClose(mcp.close);
   }
   return tools;
 }

@@ -12,16 +12,17 @@
 
 import { UserError } from "../errors.ts";
 import { SandboxUnavailableError } from "./sandbox_error.ts";
-import {
-  baseEnv,
-  bwrapCommand,
-  findExecutable,
-  type Interpreter,
-  resolveInterpreters,
-} from "./sandbox_command.ts";
+import { baseEnv, bwrapCommand, type Interpreter, resolveInterpreters } from "./sandbox_command.ts";
 import { type ProcessSpec, runProcess } from "./sandbox_process.ts";
 import { cachedBinary, DEFAULT_BINARY_CACHE, reachableByAnyone } from "./sandbox_binary.ts";
-import { seccompFilter } from "./sandbox_seccomp.ts";
+import {
+  type BwrapWrapper,
+  bwrapWrapper,
+  launchArgv,
+  requireExecutable,
+  SECCOMP_FILE,
+  seccompFd,
+} from "./sandbox_launch.ts";
 import { type SandboxSession, type SessionRequest, startSession } from "./sandbox_session.ts";
 import type { Language, RunRequest, RunResult, SandboxKind, SandboxLimits } from "./sandbox_types.ts";
 
@@ -90,45 +91,6 @@ export async function openSandbox(o: OpenSandboxOptions): Promise<Sandbox> {
 
 /** What starts a run: setsid (sandbox none); bwrap, behind setpriv when we are root (docs/sandbox.md). */
 type Wrapper = { setsid: string } | BwrapWrapper;
-
-interface BwrapWrapper {
-  bwrap: string;
-  setpriv?: string;
-  /** The jail's seccomp filter (sandbox_seccomp.ts), where the architecture has one. */
-  seccomp?: Uint8Array;
-}
-
-/** The filter's file in the run's host directory (a name no program file can have) and its descriptor. */
-const SECCOMP_FILE = ".seccomp.bpf";
-const SECCOMP_FD = 3;
-
-async function bwrapWrapper(): Promise<BwrapWrapper> {
-  const bwrap = await requireExecutable("bwrap", "bubblewrap");
-  // Root is exempt from RLIMIT_NPROC; an unprivileged user namespace makes the process limit count.
-  const setpriv = await isRoot() ? await requireExecutable("setpriv", "util-linux") : undefined;
-  return { bwrap, setpriv, seccomp: seccompFilter() };
-}
-
-/** Effective uid 0: the owner of a file we create (Deno.uid() would need --allow-sys). */
-async function isRoot(): Promise<boolean> {
-  const probe = await Deno.makeTempFile({ prefix: "sandbox-uid-" });
-  try {
-    return (await Deno.stat(probe)).uid === 0;
-  } finally {
-    await Deno.remove(probe);
-  }
-}
-
-async function requireExecutable(name: string, debianPackage: string): Promise<string> {
-  const path = await findExecutable(name);
-  if (path === undefined) {
-    throw new SandboxUnavailableError(`sandbox: ${name}`, {
-      why: `${name} is not installed or not on PATH`,
-      fix: `install it (Debian/Ubuntu: apt-get install ${debianPackage})`,
-    });
-  }
-  return path;
-}
 
 /**
  * A tiny program in each language must run and print. bwrap failing to start throws from runProcess
@@ -237,17 +199,9 @@ class ProcessSandbox implements Sandbox {
     }
     rlimits.push(`--nproc=${limits.maxProcesses}`);
     const inner = [this.prlimit, ...rlimits, "--", ...interpreter.argv(interpreter.file)];
-    const { bwrap, setpriv, seccomp } = this.wrap;
-    const seccompFd = seccomp === undefined ? undefined : SECCOMP_FD;
-    const args = bwrapCommand({ hostDir: dir, names, interpreter, limits, inner, seccompFd });
-    const drop = setpriv === undefined
-      ? []
-      : [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", "--"];
-    let argv = [...drop, bwrap, ...args];
-    // bwrap reads the filter from a descriptor: a shell opens it (before setpriv drops us), then execs.
-    if (seccomp !== undefined) {
-      argv = ["/bin/sh", "-c", `exec "$@" ${SECCOMP_FD}<"$0"`, `${dir}/${SECCOMP_FILE}`, ...argv];
-    }
+    const fd = seccompFd(this.wrap);
+    const args = bwrapCommand({ hostDir: dir, names, interpreter, limits, inner, seccompFd: fd });
+    const argv = launchArgv(this.wrap, args, `${dir}/${SECCOMP_FILE}`);
     return { command: argv[0], args: argv.slice(1), killGroup: false, startMarker: true };
   }
 }

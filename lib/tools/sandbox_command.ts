@@ -119,8 +119,24 @@ export interface BwrapOptions {
 
 /** The bubblewrap arguments: namespaces, read-only system dirs, fresh tmpfs mounts, a clean env. */
 export function bwrapCommand(o: BwrapOptions): string[] {
-  const size = String(o.limits.maxFileBytes);
-  const args = [
+  const args = jailArgs(o.limits.maxFileBytes);
+  if (o.seccompFd !== undefined) args.push("--seccomp", String(o.seccompFd));
+  for (const name of o.names) args.push("--ro-bind", `${o.hostDir}/${name}`, `${SANDBOX_HOME}/${name}`);
+  const binary = o.interpreter.bindBinary;
+  if (binary !== undefined) args.push("--ro-bind", binary, binary);
+  const env = { ...baseEnv(SANDBOX_HOME), ...o.interpreter.env(SANDBOX_HOME) };
+  return [...args, ...jailEnd(SANDBOX_HOME, env, o.inner)];
+}
+
+/**
+ * The jail every sandboxed process starts from: every namespace (network included) new, no new user
+ * namespaces inside, killed with its parent, a new session; read-only `/usr` and system links, `/proc`,
+ * a minimal `/dev`, and fresh `/tmp`, `/dev/shm` and home (`SANDBOX_HOME`) tmpfs mounts of `tmpfsBytes`
+ * each. Binds of the run's own files follow it.
+ */
+export function jailArgs(tmpfsBytes: number): string[] {
+  const size = String(tmpfsBytes);
+  return [
     ...["--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent", "--new-session"],
     ...["--hostname", "sandbox", "--ro-bind", "/usr", "/usr"],
     ...systemDirs(),
@@ -130,19 +146,21 @@ export function bwrapCommand(o: BwrapOptions): string[] {
     ...["--size", size, "--tmpfs", "/tmp", "--size", size, "--tmpfs", "/dev/shm"],
     ...["--size", size, "--tmpfs", SANDBOX_HOME],
   ];
-  if (o.seccompFd !== undefined) args.push("--seccomp", String(o.seccompFd));
-  for (const name of o.names) args.push("--ro-bind", `${o.hostDir}/${name}`, `${SANDBOX_HOME}/${name}`);
-  const binary = o.interpreter.bindBinary;
-  if (binary !== undefined) args.push("--ro-bind", binary, binary);
+}
+
+/**
+ * The end of a jail's command line, after its binds: the root and `/dev` made read-only, the working
+ * directory, a cleared environment holding only `env`, and the shell that prints the start marker and
+ * then becomes `inner`.
+ */
+export function jailEnd(cwd: string, env: Record<string, string>, inner: string[]): string[] {
   // bwrap's root and its /dev are unsized tmpfs mounts owned by the sandbox user: once every mount point
-  // exists, both become read-only, so the three sized mounts are all the run can write.
-  args.push("--remount-ro", "/dev", "--remount-ro", "/");
-  args.push("--chdir", SANDBOX_HOME, "--clearenv");
-  const env = { ...baseEnv(SANDBOX_HOME), ...o.interpreter.env(SANDBOX_HOME) };
+  // exists, both become read-only, so the sized mounts and the read-write binds are all it can write.
+  const args = ["--remount-ro", "/dev", "--remount-ro", "/", "--chdir", cwd, "--clearenv"];
   for (const [key, value] of Object.entries(env)) args.push("--setenv", key, value);
   // The shell prints the start marker, then becomes the program: no marker means bwrap failed.
   const marker = START_MARKER.replace("\u0001", "\\001").replace("\n", "\\n");
-  args.push("--", "/bin/sh", "-c", `printf '${marker}' >&2 && exec "$@"`, "sh", ...o.inner);
+  args.push("--", "/bin/sh", "-c", `printf '${marker}' >&2 && exec "$@"`, "sh", ...inner);
   return args;
 }
 

@@ -8,6 +8,7 @@
  */
 
 import type { Task } from "../data/task.ts";
+import type { EpisodeScope } from "./episode_scope.ts";
 
 /** Status of one tool call, as stored in `tool_calls[].status` of rollouts.arrow. */
 export const TOOL_CALL_STATUSES = [
@@ -44,6 +45,11 @@ export interface ToolContext {
   timeoutMs: number;
   /** Output longer than this many characters is cut and marked (`output_truncated`). */
   maxOutputChars: number;
+  /**
+   * What the tool keeps for this episode (an MCP server started per episode), closed when the episode
+   * ends. The rollout always gives one; absent only where a tool is called by hand.
+   */
+  episode?: EpisodeScope;
 }
 
 /** One tool. `run` gets arguments already validated against `parameters`. */
@@ -54,17 +60,14 @@ export interface Tool {
   parameters: JsonSchema;
   /** Returns a plain string (status ok) or a full result. */
   run(args: Record<string, unknown>, ctx: ToolContext): Promise<string | ToolResult>;
+  /**
+   * Checks the arguments instead of the rollout's own JSON-schema subset (lib/tools/schema.ts): one
+   * message per failure, empty when they conform. MCP tools use it for their servers' full JSON Schemas.
+   */
+  validate?(args: Record<string, unknown>): string[];
+  /** Called when an episode starts, so that per-episode state can start before the first call needs it. */
+  startEpisode?(episode: EpisodeScope): void;
 }
 
-/**
- * A fault of the machine, not of the model's call: a sandbox that cannot start, an interpreter that is
- * missing. A tool throws it (or a subclass, such as the sandbox's own error) to stop the stage; any
- * other error a tool throws becomes a `tool_error` result the model sees. Never scored as a model
- * failure.
- */
-export class InfrastructureError extends Error {
-  constructor(message: string, options?: ErrorOptions) {
-    super(message, options);
-    this.name = "InfrastructureError";
-  }
-}
+/** Re-exported: tools throw it for faults of the machine (defined beside UserError). */
+export { InfrastructureError } from "../errors.ts";

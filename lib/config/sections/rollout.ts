@@ -1,5 +1,6 @@
 /** Schema of the `rollout` section: generation, tools, environment (see schema.ts). */
 import { bool, choice, float, int, listOf, str, subset } from "../fields.ts";
+import { mcp } from "./mcp.ts";
 import { MAX_CONTEXT } from "./run.ts";
 
 export const TOOL_NAMES = ["calculator", "execute_code", "read_file"] as const;
@@ -49,6 +50,7 @@ const tools = {
     default: [],
     doc: "TypeScript modules exporting user tools (`tools: Tool[]`), offered beside the enabled built-ins",
   }),
+  mcp,
   max_calls_per_episode: int({
     default: 16,
     min: 1,

@@ -1,0 +1,54 @@
+/**
+ * TEST DOUBLE of `deno task rollout` for MCP faults: the rollout stage's command line (lib/cli's
+ * `runStageMain`: flags, config, one-line errors, exit codes), the pipeline's `rollout` and the file
+ * writer, with a scripted policy in place of a model (a random model never writes a tool call).
+ *
+ *   deno run -A tests/helpers/mcp_stage.ts --config FILE --out FILE
+ *
+ * Each episode's turn 1 and turn 2 call the tool named by `MCP_STAGE_TOOL` with the JSON arguments in
+ * `MCP_STAGE_ARGS`; before turn 2, the servers this process started whose command line contains
+ * `MCP_STAGE_KILL` (when set) are killed, as an operator or the kernel's OOM killer would.
+ *
+ * @module
+ */
+
+import { runStageMain } from "../../lib/cli/cli.ts";
+import type { Task } from "../../lib/data/task.ts";
+import { loadTokenizer } from "../../lib/model/tokenizer.ts";
+import { openSession, rollout, writeStageOutput } from "../../lib/pipeline/mod.ts";
+import { childPids } from "./mcp.ts";
+import { ScriptedPolicy } from "./scripted_policy.ts";
+import { makeTinyModel } from "./tiny_model.ts";
+
+const tool = Deno.env.get("MCP_STAGE_TOOL") ?? "echo";
+const args = JSON.parse(Deno.env.get("MCP_STAGE_ARGS") ?? "{}");
+const kill = Deno.env.get("MCP_STAGE_KILL");
+const call = `<tool_call>\n${JSON.stringify({ name: tool, arguments: args })}\n</tool_call>`;
+
+function script(_prompt: readonly number[], turn: number): string {
+  if (turn === 2 && kill) {
+    for (const pid of childPids(kill)) Deno.kill(pid, "SIGKILL");
+  }
+  return turn <= 2 ? call : "Final answer: done";
+}
+
+await runStageMain({
+  name: "rollout",
+  summary: "The rollout stage with a scripted policy (a test double).",
+  needsOutput: true,
+  output: { kind: "stage-file", fileKind: "rollouts" },
+  run: async ({ config, configHash, output }) => {
+    const tokenizer = await loadTokenizer(await makeTinyModel());
+    const policy = new ScriptedPolicy(tokenizer, script);
+    const session = openSession({ ...config, rollout: { ...config.rollout, group_size: 1 } }, configHash, {
+      open: { policy, tokenizer },
+      showProgress: false,
+    });
+    try {
+      const task: Task = { id: "t0", source: "arithmetic", prompt: "Use the tools.", answer: "0" };
+      await writeStageOutput(output!, await rollout(session, [task], { step: 0 }));
+    } finally {
+      await session.close();
+    }
+  },
+});
