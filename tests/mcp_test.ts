@@ -5,7 +5,7 @@
  * tiny random model never writes a tool call) on a tiny model's real tokenizer and chat template: the
  * tool specs in the prompt equal the servers' own `tools/list` (asked over raw JSON-RPC, not through our
  * client), calls reach the servers and their results come back as tool responses with their statuses,
- * and a server killed mid-rollout stops the stage with one line.
+ * a server killed mid-rollout stops the stage with one line, and the example config's server works.
  */
 
 import assert from "node:assert/strict";
@@ -15,13 +15,20 @@ import type { Task } from "../lib/data/task.ts";
 import { loadTokenizer } from "../lib/model/tokenizer.ts";
 import { openSession, rollout } from "../lib/pipeline/mod.ts";
 import type { RolloutEpisode } from "../mod.ts";
-import { command } from "./helpers/commands.ts";
+import { loadConfig } from "../lib/config/mod.ts";
+import { runToolCalls } from "../lib/rollout/dispatch.ts";
+import { Limiter } from "../lib/rollout/limiter.ts";
+import { parseToolCalls } from "../lib/rollout/tool_calls.ts";
+import { loadTools } from "../lib/tools/registry.ts";
+import { command, ROOT } from "./helpers/commands.ts";
 import {
   childPids,
   EVERYTHING,
   everythingServer,
   filesystemServer,
   mcpConfig,
+  mcpTest,
+  NODE_MODULES,
   packageBin,
   promptToolSpecs,
   rawToolsList,
@@ -56,7 +63,7 @@ async function scriptedRollout(
   }
 }
 
-Deno.test("the prompt offers every MCP tool with exactly the schema of the server's tools/list", async () => {
+mcpTest("the prompt offers every MCP tool with exactly the schema of the server's tools/list", async () => {
   const root = await tempRoot("mcp-specs-");
   const files = await filesystemServer(root);
   const everything = await everythingServer({ sandbox: "none", read_only: [], name_prefix: "ev_" });
@@ -85,7 +92,7 @@ Deno.test("the prompt offers every MCP tool with exactly the schema of the serve
   await Deno.remove(root, { recursive: true });
 });
 
-Deno.test("scripted calls reach the servers and come back as tool responses with their statuses", async () => {
+mcpTest("scripted calls reach the servers and come back as tool responses with their statuses", async () => {
   const root = await tempRoot("mcp-calls-");
   const note = join(root, "note.txt");
   const servers = [await filesystemServer(root), await everythingServer({ name_prefix: "ev_" })];
@@ -132,7 +139,7 @@ Deno.test("scripted calls reach the servers and come back as tool responses with
   await Deno.remove(root, { recursive: true });
 });
 
-Deno.test("a filesystem server killed mid-rollout stops the stage with one line naming it", async () => {
+mcpTest("a filesystem server killed mid-rollout stops the stage with one line naming it", async () => {
   const root = await tempRoot("mcp-kill-");
   const dir = await Deno.makeTempDir({ prefix: "mcp-kill-out-" });
   const configFile = join(dir, "config.yaml");
@@ -161,7 +168,7 @@ Deno.test("a filesystem server killed mid-rollout stops the stage with one line 
   await Deno.remove(root, { recursive: true });
 });
 
-Deno.test("per_episode: true gives each episode its own server, stopped when the episode ends", async () => {
+mcpTest("per_episode: true gives each episode its own server, stopped when the episode ends", async () => {
   const bin = await packageBin(EVERYTHING);
   const toggle = (_: string, turn: number) =>
     turn === 1 ? toolCall("toggle-simulated-logging", {}) : "Final answer: 0";
@@ -187,7 +194,7 @@ Deno.test("per_episode: true gives each episode its own server, stopped when the
   assert.deepEqual(childPids(bin), [], "session.close() stopped it");
 });
 
-Deno.test("a call past timeout_s is a timeout, and the server goes on answering", async () => {
+mcpTest("a call past timeout_s is a timeout, and the server goes on answering", async () => {
   const config = await mcpConfig([await everythingServer()], [["rollout.tools.timeout_s", "0.5"]]);
   const [episode] = await scriptedRollout(config, (_, turn) => {
     if (turn === 1) return toolCall("trigger-long-running-operation", { duration: 30, steps: 3 });
@@ -197,31 +204,80 @@ Deno.test("a call past timeout_s is a timeout, and the server goes on answering"
   assert.equal(episode.toolCalls[1].output, "Echo: still here");
 });
 
-Deno.test("inside bubblewrap a server sees a clean environment and only the declared paths", async () => {
-  const config = await mcpConfig([await everythingServer({ env: { GREETING: "hello" } })]);
-  const [episode] = await scriptedRollout(
-    config,
-    (_, turn) => turn === 1 ? toolCall("get-env", {}) : "Final answer: 0",
-  );
-  const env = JSON.parse(episode.toolCalls[0].output);
-  // PWD is the jail shell's own (the working directory's path, as outside).
-  assert.deepEqual(Object.keys(env).sort(), ["GREETING", "HOME", "LANG", "PATH", "PWD"]);
-  assert.deepEqual([env.GREETING, env.HOME, env.PWD], ["hello", "/home/sandbox", Deno.cwd()]);
-  // A root that exists on the host but is not declared does not exist in the jail: the server cannot start.
-  const root = await tempRoot("mcp-undeclared-");
-  const undeclared = await filesystemServer(root, { read_write: [] });
-  const tokenizer = await loadTokenizer(await makeTinyModel());
-  const session = openSession(await mcpConfig([undeclared]), "test", {
-    open: { tokenizer },
-    showProgress: false,
-  });
-  await assert.rejects(
-    session.tools(),
-    (e: Error) =>
-      e.name === "McpServerError" && !e.message.includes("\n") &&
-      /^mcp server "files": it did not start: .*\(exit code 1\); its stderr ends: .*Cannot access directory/
-        .test(e.message),
-  );
-  await session.close();
-  await Deno.remove(root, { recursive: true });
-});
+mcpTest(
+  "inside bubblewrap a server sees a clean environment and only the declared paths, as declared",
+  async () => {
+    const config = await mcpConfig([await everythingServer({ env: { GREETING: "hello" } })]);
+    const [episode] = await scriptedRollout(
+      config,
+      (_, turn) => turn === 1 ? toolCall("get-env", {}) : "Final answer: 0",
+    );
+    const env = JSON.parse(episode.toolCalls[0].output);
+    // PWD is the jail shell's own (the working directory's path, as outside).
+    assert.deepEqual(Object.keys(env).sort(), ["GREETING", "HOME", "LANG", "PATH", "PWD"]);
+    assert.deepEqual([env.GREETING, env.HOME, env.PWD], ["hello", "/home/sandbox", Deno.cwd()]);
+    // A root that exists on the host but is not declared does not exist in the jail: the server cannot start.
+    const root = await tempRoot("mcp-undeclared-");
+    const undeclared = await filesystemServer(root, { read_write: [] });
+    const tokenizer = await loadTokenizer(await makeTinyModel());
+    const session = openSession(await mcpConfig([undeclared]), "test", {
+      open: { tokenizer },
+      showProgress: false,
+    });
+    await assert.rejects(
+      session.tools(),
+      (e: Error) =>
+        e.name === "McpServerError" && !e.message.includes("\n") &&
+        /^mcp server "files": it did not start: .*\(exit code 1\); its stderr ends: .*Cannot access directory/
+          .test(e.message),
+    );
+    await session.close();
+    // A root declared read_only is read, never written.
+    await Deno.writeTextFile(join(root, "kept.txt"), "kept");
+    const readOnly = await filesystemServer(root, { read_only: [NODE_MODULES, root], read_write: [] });
+    const [episode2] = await scriptedRollout(await mcpConfig([readOnly]), (_, turn) => {
+      if (turn > 1) return "Final answer: 0";
+      return [
+        toolCall("read_text_file", { path: join(root, "kept.txt") }),
+        toolCall("write_file", { path: join(root, "new.txt"), content: "x" }),
+      ].join("\n");
+    });
+    assert.deepEqual(episode2.toolCalls.map((c) => [c.status, c.output]), [
+      ["ok", "kept"],
+      ["tool_error", `EROFS: read-only file system, open '${join(root, "new.txt")}'`],
+    ]);
+    assert.deepEqual([...Deno.readDirSync(root)].map((e) => e.name), ["kept.txt"]);
+    await Deno.remove(root, { recursive: true });
+  },
+);
+
+mcpTest(
+  "examples/mcp_filesystem.yaml's server reads examples/mcp_files, and offers no tool that writes",
+  async () => {
+    const { config } = await loadConfig({ file: join(ROOT, "examples/mcp_filesystem.yaml") });
+    const tools = await loadTools(config.rollout.tools, { baseDir: ROOT });
+    try {
+      assert.deepEqual([...tools.keys()], config.rollout.tools.mcp[0].tools);
+      const text = [
+        // The server resolves relative paths against its root, as the example's tasks name them.
+        toolCall("read_text_file", { path: "inventory.txt" }),
+        toolCall("list_directory", { path: "orders" }),
+        toolCall("write_file", { path: "x.txt", content: "x" }),
+      ].join("\n");
+      const records = await runToolCalls(parseToolCalls(text), tools, {
+        task: TASK,
+        turn: 1,
+        maxCallsPerTurn: 4,
+        callsLeft: 4,
+        timeoutMs: 5000,
+        maxOutputChars: 2000,
+        limiter: new Limiter(4),
+      });
+      assert.deepEqual(records.map((r) => r.status), ["ok", "ok", "unknown_tool"], JSON.stringify(records));
+      assert.match(records[0].output, /^plums: 23 crates$/m);
+      assert.equal(records[1].output, "[FILE] monday.txt\n[FILE] tuesday.txt");
+    } finally {
+      await tools.close();
+    }
+  },
+);

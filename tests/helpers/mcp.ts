@@ -10,7 +10,19 @@
 import { join } from "node:path";
 import { loadConfig } from "../../lib/config/mod.ts";
 import type { Config } from "../../lib/config/schema.ts";
+import { findExecutable } from "../../lib/tools/sandbox_command.ts";
 import { ROOT } from "./commands.ts";
+
+const HAVE_BWRAP_AND_NODE = (await findExecutable("bwrap")) !== undefined &&
+  (await findExecutable("node")) !== undefined;
+
+/**
+ * A test that starts MCP servers (Node.js, and bubblewrap for jailed ones): skipped where either is
+ * missing outside CI, as the sandbox's tests are; in CI (which installs both) it runs and fails loudly.
+ */
+export function mcpTest(name: string, fn: () => Promise<void>): void {
+  Deno.test({ name, ignore: !HAVE_BWRAP_AND_NODE && Deno.env.get("CI") === undefined, fn });
+}
 
 export const NODE_MODULES = join(ROOT, "node_modules");
 
