@@ -25,6 +25,7 @@ import {
   childPids,
   EVERYTHING,
   everythingServer,
+  FILESYSTEM,
   filesystemServer,
   mcpConfig,
   mcpTest,
@@ -279,5 +280,30 @@ mcpTest(
     } finally {
       await tools.close();
     }
+  },
+);
+
+mcpTest(
+  "inside bubblewrap the running Deno can be a server's interpreter (the package from node_modules)",
+  async () => {
+    const root = await tempRoot("mcp-deno-");
+    await Deno.writeTextFile(join(root, "a.txt"), "read by a server on Deno");
+    const version = JSON.parse(await Deno.readTextFile(join(ROOT, "deno.json"))).imports[FILESYSTEM];
+    const server = {
+      name: "files",
+      command: Deno.execPath(),
+      args: ["run", "--cached-only", "--allow-read", "--allow-write", "--allow-env", version, root],
+      env: { DENO_DIR: "/home/sandbox/.deno" },
+      read_only: ["deno.json", "deno.lock", "node_modules"].map((p) => join(ROOT, p)),
+      read_write: [root],
+    };
+    const [episode] = await scriptedRollout(await mcpConfig([server]), (_, turn) => {
+      return turn === 1 ? toolCall("read_text_file", { path: join(root, "a.txt") }) : "Final answer: 0";
+    });
+    assert.deepEqual(episode.toolCalls.map((c) => [c.status, c.output]), [[
+      "ok",
+      "read by a server on Deno",
+    ]]);
+    await Deno.remove(root, { recursive: true });
   },
 );
