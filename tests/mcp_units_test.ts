@@ -275,22 +275,33 @@ mcpTest(
   },
 );
 
-mcpTest("a missing program or declared path is refused in one line before any work", async () => {
-  const dir = await Deno.makeTempDir({ prefix: "mcp-refused-" });
-  const configFile = join(dir, "config.yaml");
-  const out = join(dir, "rollouts.arrow");
-  const write = (server: unknown) =>
-    Deno.writeTextFile(configFile, `rollout:\n  tools:\n    mcp: ${JSON.stringify([server])}\n`);
-  await write({ name: "files", command: "no-such-mcp-server" });
-  assertRefused(
-    await stage("rollout", ["--config", configFile, "--out", out]),
-    /^error: mcp server "files": command \(got "no-such-mcp-server"\): no such program on PATH\. Fix: /,
-  );
-  await write({ name: "files", command: "node", read_only: [join(dir, "missing")] });
-  assertRefused(
-    await stage("rollout", ["--config", configFile, "--out", out]),
-    /^error: mcp server "files": read_only \(got ".*missing"\): no such file or directory/,
-  );
-  assert.deepEqual([...Deno.readDirSync(dir)].map((e) => e.name), ["config.yaml"], "nothing was written");
-  await Deno.remove(dir, { recursive: true });
-});
+mcpTest(
+  "a missing program or declared path, or an output inside a declared path, is refused before any work",
+  async () => {
+    const dir = await Deno.makeTempDir({ prefix: "mcp-refused-" });
+    const configFile = join(dir, "config.yaml");
+    const out = join(dir, "rollouts.arrow");
+    const write = (server: unknown) =>
+      Deno.writeTextFile(configFile, `rollout:\n  tools:\n    mcp: ${JSON.stringify([server])}\n`);
+    await write({ name: "files", command: "no-such-mcp-server" });
+    assertRefused(
+      await stage("rollout", ["--config", configFile, "--out", out]),
+      /^error: mcp server "files": command \(got "no-such-mcp-server"\): no such program on PATH\. Fix: /,
+    );
+    await write({ name: "files", command: "node", read_only: [join(dir, "missing")] });
+    assertRefused(
+      await stage("rollout", ["--config", configFile, "--out", out]),
+      /^error: mcp server "files": read_only \(got ".*missing"\): no such file or directory/,
+    );
+    // A path a server is given is an input: no output goes inside it.
+    await Deno.mkdir(join(dir, "data"));
+    await write({ name: "files", command: "node", read_write: [join(dir, "data")] });
+    assertRefused(
+      await stage("rollout", ["--config", configFile, "--out", join(dir, "data", "rollouts.arrow")]),
+      /^error: --out .*: it is inside an input of this command \(.*data\)/,
+    );
+    assert.deepEqual([...Deno.readDirSync(dir)].map((e) => e.name).sort(), ["config.yaml", "data"]);
+    assert.deepEqual([...Deno.readDirSync(join(dir, "data"))], [], "nothing was written");
+    await Deno.remove(dir, { recursive: true });
+  },
+);

@@ -11,7 +11,7 @@ import { describeField, showYaml } from "./describe.ts";
  *       sampling temperature; log-probs are computed at the same temperature
  * ```
  */
-export function configHelp(section: Section = SCHEMA, prefix = ""): string {
+export function configHelp(section: Section = SCHEMA, prefix = "", required: readonly string[] = []): string {
   const lines: string[] = [];
   for (const [key, node] of Object.entries(section)) {
     const path = prefix ? `${prefix}.${key}` : key;
@@ -19,9 +19,11 @@ export function configHelp(section: Section = SCHEMA, prefix = ""): string {
       lines.push(configHelp(node, path));
       continue;
     }
-    lines.push(`  ${path} = ${showYaml(node.default)}    (${describeField(node)})`, `      ${node.doc}`);
+    const value = required.includes(key) ? "" : ` = ${showYaml(node.default)}`;
+    const kind = `${required.includes(key) ? "required: " : ""}${describeField(node)}`;
+    lines.push(`  ${path}${value}    (${kind})`, `      ${node.doc}`);
     // A list of records: each entry's keys, as `path[].key`.
-    if (node.kind === "records") lines.push(configHelp(node.fields, `${path}[]`));
+    if (node.kind === "records") lines.push(configHelp(node.fields, `${path}[]`, node.required));
   }
   return lines.join("\n");
 }
