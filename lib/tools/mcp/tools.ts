@@ -45,12 +45,8 @@ export async function openMcpTools(
   servers: readonly McpServerConfig[],
   o: OpenMcpOptions = {},
 ): Promise<McpTools> {
-  const live = new Set<McpConnection>();
-  const close = async () => {
-    const all = [...live];
-    live.clear();
-    await Promise.allSettled(all.map((c) => c.close()));
-  };
+  const live = new Connections();
+  const close = () => live.close();
   const opened = await Promise.allSettled(servers.map((server) => openServer(server, live, o)));
   const failed = opened.find((r): r is PromiseRejectedResult => r.status === "rejected");
   if (failed !== undefined) {
@@ -73,30 +69,51 @@ export async function openMcpTools(
   return { tools, close };
 }
 
-/** One server's tools; its shared connection (or, per episode, the way to open one) tracked in `live`. */
+/** The connections the tools hold open; once closed, one that finishes opening late is closed at once. */
+class Connections {
+  readonly #live = new Set<McpConnection>();
+  #closed = false;
+
+  async open(server: McpServerConfig, o: LaunchOptions): Promise<McpConnection> {
+    const closed = () => new Error(`the MCP tools are closed; server ${server.name} is not started again`);
+    if (this.#closed) throw closed();
+    const connection = await McpConnection.open(server, o);
+    if (this.#closed) {
+      await connection.close();
+      throw closed();
+    }
+    this.#live.add(connection);
+    return connection;
+  }
+
+  async stop(connection: McpConnection): Promise<void> {
+    this.#live.delete(connection);
+    await connection.close();
+  }
+
+  async close(): Promise<void> {
+    this.#closed = true;
+    const all = [...this.#live];
+    this.#live.clear();
+    await Promise.allSettled(all.map((c) => c.close()));
+  }
+}
+
+/** One server's tools; its shared connection (or, per episode, the way to open one) held by `live`. */
 async function openServer(
   server: McpServerConfig,
-  live: Set<McpConnection>,
+  live: Connections,
   o: LaunchOptions,
 ): Promise<Tool[]> {
-  const first = await McpConnection.open(server, o);
-  live.add(first);
+  const first = await live.open(server, o);
   const infos = pick(server, await first.listTools());
   const validator = new AjvJsonSchemaValidator();
   let connection: (ctx: { episode?: EpisodeScope }) => Promise<McpConnection> = () => Promise.resolve(first);
   let startEpisode: ((episode: EpisodeScope) => void) | undefined;
   if (server.per_episode) {
-    live.delete(first);
-    await first.close(); // it only listed the tools
-    const open = async () => {
-      const c = await McpConnection.open(server, o);
-      live.add(c);
-      return c;
-    };
-    const stop = async (c: McpConnection) => {
-      live.delete(c);
-      await c.close();
-    };
+    await live.stop(first); // it only listed the tools
+    const open = () => live.open(server, o);
+    const stop = (c: McpConnection) => live.stop(c);
     connection = (ctx) => {
       if (ctx.episode === undefined) {
         throw new Error(`MCP server ${server.name} (per_episode) called outside an episode`);
