@@ -63,7 +63,7 @@ export type {
 export { ScriptedEnvironment } from "./lib/rollout/scripted_env.ts";
 export { ToolEnvironment } from "./lib/rollout/tool_env.ts";
 export type { Tool, ToolContext, ToolResult } from "./lib/tools/types.ts";
-export { loadTools, toolSpecs } from "./lib/tools/registry.ts";
+export { loadTools, type ToolSet, toolSpecs } from "./lib/tools/registry.ts";
 export { asStageFile, writeTable } from "./lib/arrow/stage_io.ts";
 
 // Rewards (lib/score/, docs/rewards.md) and advantage estimators (lib/advantages/, docs/advantages.md).
@@ -139,4 +139,5 @@ export {
 export { readPeftAdapter, writePeftAdapter } from "./lib/model/peft.ts";
 
 // Errors.
-export { UserError } from "./lib/errors.ts";
+export { InfrastructureError, UserError } from "./lib/errors.ts";
+export { McpServerError } from "./lib/tools/mcp/errors.ts";

@@ -88,11 +88,6 @@ export class McpConnection {
     }
   }
 
-  /** The server's pid (stdio servers), for diagnostics and tests. */
-  get pid(): number | undefined {
-    return this.#process?.pid;
-  }
-
   /** Every tool the server lists (all pages). */
   async listTools(): Promise<McpToolInfo[]> {
     const tools: McpToolInfo[] = [];
@@ -120,7 +115,7 @@ export class McpConnection {
       const result = await this.#guard(() =>
         this.#client.callTool({ name, arguments: args }, undefined, options)
       );
-      // The compatibility form (`toolResult`, from protocol 2024-10-07) has no content: shown as JSON.
+      // The SDK's type also allows the protocol's older `toolResult` form: it has no content, shown as JSON.
       return resultToTool(
         "toolResult" in result ? { structuredContent: result.toolResult } : result as CallResult,
       );
