@@ -24,7 +24,12 @@ import { parseCommandLine } from "../lib/cli/args.ts";
 import { reportFailure } from "../lib/cli/cli.ts";
 import { QWEN3_06B_SHAPE_PRESET, TINY_PRESET, writeRandomQwen3 } from "../lib/model/random_model.ts";
 import { exportForTransformersJs } from "../lib/model/export.ts";
-import { engineTables, machineLines, trainTables, weightsTables } from "./report.ts";
+import { loadTasks } from "../lib/data/mod.ts";
+import { buildDemoModel } from "../lib/demo/model.ts";
+import { DEMO_SETTINGS } from "../lib/demo/settings.ts";
+import { loadTools, toolSpecs } from "../lib/tools/registry.ts";
+import { benchEpisodes, writeBatchJson } from "./train_bench.ts";
+import { engineTables, loopTables, machineLines, trainTables, weightsTables } from "./report.ts";
 import { type BenchSection, parseOnly } from "./only.ts";
 
 const ROOT = resolve(new URL("..", import.meta.url).pathname);
@@ -144,6 +149,47 @@ async function weightsSection(name: string, dir: string, b: BenchSettings) {
   return { separate, shared, peer };
 }
 
+/**
+ * The loop in its own process (bench/loop_bench.ts): seconds per step on the demo's configuration and the
+ * peak of a 3-step loop on the 0.6B shape, for this checkout (shared and separate weights) and, with
+ * `--before REV`, an older revision; PyTorch's train peak on 2 × 256 tokens beside it.
+ */
+async function loopSection(b: BenchSettings, before: string | undefined) {
+  const demoModel = await demoModelDir();
+  const big = await modelDir("qwen3-0.6b");
+  const loop = await denoScript("loop_bench.ts", [
+    `--demo-model=${demoModel}`,
+    `--big-model=${big}`,
+    ...(before ? [`--before=${before}`] : []),
+  ]);
+  const batchFile = join(OUT, "loop-batch-qwen3-0.6b.json");
+  const vocab = JSON.parse(await Deno.readTextFile(join(big, "config.json"))).vocab_size;
+  await writeBatchJson(batchFile, benchEpisodes(2, 256, vocab));
+  console.error("PyTorch: qwen3-0.6b …");
+  return { loop, peer: await torchPeer(big, batchFile, { ...b, repeats: 1 }) };
+}
+
+/** The demo's model shape with fresh weights (configs/demo.yaml's tasks and tools make its vocabulary). */
+async function demoModelDir(): Promise<string> {
+  const dir = join(OUT, "models", "demo");
+  try {
+    await Deno.stat(join(dir, "config.json"));
+    return dir;
+  } catch {
+    console.error(`making the demo's model in ${dir} …`);
+  }
+  const { config } = await loadConfig({ file: join(ROOT, "configs", "demo.yaml") });
+  const tasks = await loadTasks(config.data);
+  const tools = await loadTools(config.rollout.tools);
+  await buildDemoModel(dir, DEMO_SETTINGS.model, {
+    tasks,
+    systemPrompt: config.data.system_prompt,
+    tools: toolSpecs([...tools.values()]),
+  });
+  await tools.close();
+  return dir;
+}
+
 function torchPeer(dir: string, batchFile: string, b: BenchSettings) {
   const threads = b.threads > 0 ? b.threads : navigator.hardwareConcurrency;
   return runJson(PYTHON, [
@@ -169,10 +215,12 @@ interface BenchSettings {
 }
 
 /** The command line: settings and sections, every mistake a one-line UserError before anything runs. */
-async function benchArgs(argv: string[]): Promise<{ b: BenchSettings; only: Set<BenchSection> }> {
+async function benchArgs(
+  argv: string[],
+): Promise<{ b: BenchSettings; only: Set<BenchSection>; before?: string }> {
   const { values, lists, overrides } = parseCommandLine(argv, {
     command: "deno task bench",
-    string: ["models", "config"],
+    string: ["models", "config", "before"],
     boolean: ["debug"],
     multiple: ["only"],
   });
@@ -180,11 +228,11 @@ async function benchArgs(argv: string[]): Promise<{ b: BenchSettings; only: Set<
   const { config } = await loadConfig({ file: values.config as string | undefined, overrides });
   const b: BenchSettings = { ...config.bench, threads: config.model.threads };
   if (values.models) b.models = String(values.models).split(",");
-  return { b, only };
+  return { b, only, before: values.before as string | undefined };
 }
 
 if (import.meta.main) {
-  const { b, only } = await benchArgs(Deno.args).catch((e) =>
+  const { b, only, before } = await benchArgs(Deno.args).catch((e) =>
     Deno.exit(reportFailure("bench", e, Deno.args.includes("--debug")))
   );
   const want = (section: BenchSection) => only.has(section);
@@ -204,6 +252,7 @@ if (import.meta.main) {
     if (want("weights")) results[`weights:${name}`] = await weightsSection(name, dir, b);
     if (want("rollout")) results[`rollout:${name}`] = await rolloutSection(name, dir, b);
   }
+  if (want("loop")) results.loop = await loopSection(b, before);
   if (want("score_mask")) {
     console.error("score + mask: 10,000 episodes x 2,000 tokens …");
     results.score_mask = await denoScript("score_mask_bench.ts", ["--write"]);
@@ -228,6 +277,12 @@ if (import.meta.main) {
         ]
         : []
     ),
+    ...(results.loop
+      ? loopTables(
+        (results.loop as never as { loop: never }).loop,
+        (results.loop as never as { peer: never }).peer,
+      )
+      : []),
     ...(results.score_mask
       ? ["", `Score + mask (bench/score_mask_bench.ts): ${JSON.stringify(results.score_mask)}`]
       : []),

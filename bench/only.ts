@@ -9,7 +9,7 @@
 import { UserError } from "../lib/errors.ts";
 
 /** The bench's sections, in the order they run. */
-export const BENCH_SECTIONS = ["engine", "train", "weights", "rollout", "score_mask"] as const;
+export const BENCH_SECTIONS = ["engine", "train", "weights", "rollout", "loop", "score_mask"] as const;
 export type BenchSection = typeof BENCH_SECTIONS[number];
 
 /** The sections the `--only` values name (every section when none is given). */

@@ -141,3 +141,34 @@ export function weightsTables(name: string, r: { separate: any; shared: any; pee
     "",
   ];
 }
+
+/** The loop benchmark (bench/loop_bench.ts): seconds per step on the demo config, peak RSS on the 0.6B shape. */
+// deno-lint-ignore no-explicit-any
+export function loopTables(r: Record<string, any>, peer: any): string[] {
+  const variants = Object.keys(r).filter((k) => k !== "error");
+  const demo = (v: string) => r[v].demo;
+  const big = (v: string) => r[v].big;
+  const steps = demo(variants[0])?.steps ?? "?";
+  return [
+    `### The loop, per step on the demo configuration (${steps} steps) and its peak on the 0.6B shape (3 steps)`,
+    "",
+    "`stages/loop.ts` in its own process. Seconds per step are the run's own metrics (means over the steps); " +
+    "`before` is the older revision checked out by the bench, its train seconds including the model load " +
+    "and train-graph build it did every step. The 0.6B loop samples 2 episodes of up to 256 tokens per step " +
+    "and trains LoRA r16 on all projections; PyTorch's peak is its train step on 2 × 256 tokens.",
+    "",
+    "| loop | rollout s | score s | mask s | train s | process wall s (demo) | peak RSS MiB (0.6B) |",
+    "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ...variants.map((v) =>
+      `| ${v} | ${f(demo(v).rollout, 2)} | ${f(demo(v).score, 2)} | ${f(demo(v).mask, 2)} | ${
+        f(demo(v).train, 2)
+      } | ${f(demo(v).wall_seconds, 1)} | ${f(big(v).peak_mib, 0)} |`
+    ),
+    peer?.error
+      ? `| PyTorch train step | | | | | | failed: ${String(peer.error).slice(0, 80)} |`
+      : `| PyTorch train step (2 × 256 tokens) | | | | ${f(peer?.seconds_per_step, 2)} | | ${
+        f(peer?.peak_rss_mib, 0)
+      } |`,
+    "",
+  ];
+}
