@@ -143,7 +143,6 @@ export function weightsTables(name: string, r: { separate: any; shared: any; pee
 }
 
 /** The loop benchmark (bench/loop_bench.ts): seconds per step on the demo config, peak RSS on the 0.6B shape. */
-// deno-lint-ignore no-explicit-any
 export function loopTables(r: Record<string, any>, peer: any): string[] {
   const variants = Object.keys(r).filter((k) => k !== "error");
   const demo = (v: string) => r[v].demo;
