@@ -1,7 +1,7 @@
 /**
  * The one declaration of every configuration key: type, default, range or choices, one-line doc.
  * Validation, the `Config` type and the `--help` listing all come from `SCHEMA`; the repository's
- * `config.yaml` must hold exactly these keys with these defaults (tests/config_test.ts checks both).
+ * `config.yaml` must hold exactly these keys with these defaults (tests/config/load_test.ts checks both).
  *
  * Relative paths (model.path, data.path, loop.run_dir, ...) are kept as written; stages resolve them
  * against the current directory (`deno task` runs from the repository root).

@@ -10,7 +10,7 @@
  * - Every other role's turn (system, user, which holds tool results in Qwen3) and the text between
  *   turns: mask 0. The prompt (`t < prompt_len`) is always 0, even an assistant turn inside it.
  *
- * On rollouts this toolkit makes, this agrees with `sampled` token for token (tests/mask_test.ts),
+ * On rollouts this toolkit makes, this agrees with `sampled` token for token (tests/mask/mask_table_test.ts),
  * with one known exception: a policy that itself samples exactly an empty think block right after
  * the header gets 0 here and 1 from `sampled`. A policy that samples `<|im_start|>` inside a turn
  * also confuses the state machine; `sampled` has neither problem, which is why it is the default.
@@ -30,7 +30,7 @@ export interface RoleTokens {
 }
 
 /**
- * Qwen3's ids (every Qwen3 size shares the tokenizer; tests/mask_test.ts checks them against the real
+ * Qwen3's ids (every Qwen3 size shares the tokenizer; tests/mask/mask_table_test.ts checks them against the real
  * tokenizer.json): `<|im_start|>` 151644, `<|im_end|>` 151645, `<|endoftext|>` 151643,
  * `assistant` 77091, `\n` 198, `<think>` 151667, `\n\n` 271, `</think>` 151668.
  */

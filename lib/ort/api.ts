@@ -7,7 +7,7 @@
  * (a one-off script listed the members in order; its count was cross-checked, member by member, against
  * the `OrtApi` field list of the project's C# binding, NativeMethods.shared.cs). The signatures are the
  * header's, with `OrtStatus*` (null = success) as the result of every `ORT_API2_STATUS` function.
- * tests/ort_ffi_test.ts calls every one of them.
+ * tests/ort/ffi_test.ts calls every one of them.
  *
  * @module
  */

@@ -1,0 +1,275 @@
+/**
+ * The configuration: config.yaml against the schema, one-line errors for bad keys and values,
+ * command-line overrides, and the config hash.
+ */
+import assert from "node:assert/strict";
+import { parse } from "@std/yaml";
+import { UserError } from "../../lib/errors.ts";
+import {
+  applyOverrides,
+  type Config,
+  configHash,
+  configHelp,
+  DEFAULT_CONFIG_FILE,
+  defaultConfig,
+  loadConfig,
+  SCHEMA,
+  schemaPaths,
+  validateConfig,
+} from "../../lib/config/mod.ts";
+import { isField, type Section } from "../../lib/config/fields.ts";
+
+/** Runs `body`, expects a one-line `UserError`, and checks its message holds every fragment. */
+function expectUserError(body: () => unknown, ...fragments: string[]): string {
+  let caught: unknown;
+  try {
+    body();
+  } catch (error) {
+    caught = error;
+  }
+  assert.ok(caught instanceof UserError, `expected a UserError, got ${caught}`);
+  const message = caught.message;
+  assert.ok(!message.includes("\n"), `message is one line: ${message}`);
+  assert.match(message, /Fix: /);
+  for (const fragment of fragments) assert.ok(message.includes(fragment), `"${fragment}" in: ${message}`);
+  return message;
+}
+
+/** `validateConfig` of the defaults with one nested value replaced. */
+function validateWith(path: string, value: unknown): Config {
+  const raw = defaultConfig() as unknown as Record<string, unknown>;
+  const keys = path.split(".");
+  let node = raw;
+  for (const key of keys.slice(0, -1)) node = node[key] as Record<string, unknown>;
+  node[keys[keys.length - 1]] = value;
+  return validateConfig(raw);
+}
+
+/** Leaf paths of a parsed YAML value, walked along the schema (a weights mapping is one leaf). */
+function yamlPaths(value: Record<string, unknown>, section: Section = SCHEMA, prefix = ""): string[] {
+  return Object.entries(value).flatMap(([key, child]) => {
+    const path = prefix ? `${prefix}.${key}` : key;
+    const node = section[key];
+    if (node === undefined || isField(node)) return [path];
+    return yamlPaths(child as Record<string, unknown>, node, path);
+  });
+}
+
+Deno.test("config.yaml loads and validates from any working directory", async () => {
+  const here = Deno.cwd();
+  Deno.chdir(await Deno.makeTempDir());
+  try {
+    const { config, hash, source } = await loadConfig();
+    assert.equal(source, DEFAULT_CONFIG_FILE);
+    assert.match(hash, /^[0-9a-f]{64}$/);
+    assert.equal(config.rollout.generation.temperature, 1);
+    assert.deepEqual(config.train.lora.targets, ["q", "k", "v", "o", "gate", "up", "down"]);
+  } finally {
+    Deno.chdir(here);
+  }
+});
+
+Deno.test("config.yaml holds exactly the schema's keys, with the schema's defaults", async () => {
+  const raw = parse(await Deno.readTextFile(DEFAULT_CONFIG_FILE)) as Record<string, unknown>;
+  const inFile = yamlPaths(raw);
+  const inSchema = schemaPaths();
+  assert.deepEqual(inFile.filter((p) => !inSchema.includes(p)), [], "keys in config.yaml but not the schema");
+  assert.deepEqual(inSchema.filter((p) => !inFile.includes(p)), [], "keys in the schema but not config.yaml");
+  assert.deepEqual(inFile, inSchema, "same order");
+  assert.deepEqual(raw, defaultConfig());
+});
+
+Deno.test("every key in config.yaml has a comment on its line or the line above", async () => {
+  const lines = (await Deno.readTextFile(DEFAULT_CONFIG_FILE)).split("\n");
+  const missing: string[] = [];
+  lines.forEach((line, i) => {
+    const key = /^\s*([A-Za-z_][\w-]*):(\s|$)/.exec(line);
+    if (!key) return;
+    const above = (lines[i - 1] ?? "").trim();
+    if (!/\s#\s/.test(line) && !above.startsWith("#")) missing.push(`line ${i + 1}: ${key[1]}`);
+  });
+  assert.deepEqual(missing, []);
+});
+
+Deno.test("an unknown key is rejected with the valid keys listed", () => {
+  expectUserError(
+    () => validateConfig({ rollout: { wibble: 3 } }),
+    "unknown key rollout.wibble",
+    "valid keys in rollout: group_size, max_batch, tasks_per_step, generation, tools, environment",
+  );
+  expectUserError(() => validateConfig({ modle: {} }), "unknown key modle", "did you mean model?");
+});
+
+Deno.test("a typo gets a did-you-mean and a rename fix", () => {
+  expectUserError(
+    () => validateConfig({ rollout: { generation: { temprature: 0.7 } } }),
+    "unknown key rollout.generation.temprature",
+    "did you mean temperature?",
+    "Fix: rename it to rollout.generation.temperature",
+  );
+});
+
+Deno.test("a key in the wrong section points to where it belongs", () => {
+  expectUserError(
+    () => validateConfig({ rollout: { temperature: 0.7 } }),
+    "unknown key rollout.temperature",
+    "rollout.generation.temperature",
+  );
+});
+
+Deno.test("a wrong type names the key, the expected type, the value and the fix", () => {
+  expectUserError(
+    () => validateWith("train.lora.r", "eight"),
+    "config key train.lora.r",
+    '(got "eight")',
+    "expected an integer in [1, 4096], got a string",
+    "Fix: set train.lora.r to an integer in [1, 4096], e.g. 16",
+  );
+  expectUserError(() => validateWith("rollout.generation.enable_thinking", "yes"), "expected true or false");
+  expectUserError(() => validateWith("train.lora.targets", "q"), "train.lora.targets", "expected a list");
+  expectUserError(() => validateWith("model.path", null), "model.path", "got null");
+  expectUserError(() => validateWith("model", 3), "config: model", "expected a mapping");
+});
+
+Deno.test("an out-of-range value names the key, the value, the allowed range and the fix", () => {
+  expectUserError(
+    () => validateWith("rollout.generation.top_p", 1.5),
+    "config key rollout.generation.top_p (got 1.5)",
+    "allowed in (0, 1]",
+    "Fix: set rollout.generation.top_p to a value in (0, 1]",
+  );
+  expectUserError(() => validateWith("rollout.generation.temperature", 0), "temperature (got 0)", "(0, 10]");
+  expectUserError(() => validateWith("rollout.generation.temperature", -1), "temperature (got -1)");
+  expectUserError(() => validateWith("rollout.environment.max_turns", 51), "max_turns", "[1, 50]");
+  expectUserError(() => validateWith("train.loss.eps_low", 1), "eps_low (got 1)", "[0, 1)");
+  expectUserError(() => validateWith("train.lora.alpha", 0), "alpha (got 0)", "> 0");
+  expectUserError(() => validateWith("train.lora.r", 0), "train.lora.r (got 0)");
+  expectUserError(() => validateWith("train.lora.dropout", 0.1), "dropout", "equal to 0");
+  expectUserError(() => validateWith("train.optimizer.betas", [0.9]), "betas", "exactly 2");
+});
+
+Deno.test("choices list the valid values and suggest the closest", () => {
+  expectUserError(
+    () => validateWith("model.ep", "gpu"),
+    "model.ep",
+    "cpu, webgpu, cuda",
+    "did you mean cpu?",
+  );
+  expectUserError(() => validateWith("train.lora.targets", ["q", "q"]), "listed twice");
+  expectUserError(
+    () => validateWith("score.rewards", { gsm8k: 1, fromat: 1 }),
+    "score.rewards.fromat",
+    "format",
+  );
+  expectUserError(() => validateWith("score.rewards", {}), "score.rewards", "at least 1");
+});
+
+Deno.test("cross-field rules run before any model loads", () => {
+  expectUserError(() => validateWith("rollout.group_size", 1), "rollout.group_size (got 1)", "grpo");
+  assert.equal(
+    validateConfig({ rollout: { group_size: 1 }, mask: { estimator: "gae" } }).rollout.group_size,
+    1,
+  );
+  expectUserError(
+    () => validateWith("rollout.generation.max_new_tokens", 2048),
+    "max_new_tokens (got 2048)",
+    "max_total_tokens (1024)",
+  );
+  const noSandbox = { sandbox: "none", enabled: ["calculator", "execute_code"] };
+  expectUserError(() => validateConfig({ rollout: { tools: noSandbox } }), "sandbox", "unsafe_no_sandbox");
+  validateConfig({ rollout: { tools: { ...noSandbox, unsafe_no_sandbox: true } } });
+  expectUserError(() => validateWith("rollout.tools.enabled", ["read_file"]), "read_file_root");
+  expectUserError(() => validateWith("data.source", "gsm8k"), "data.path", "gsm8k");
+  expectUserError(() => validateWith("data.arithmetic.min_operands", 5), "min_operands (got 5)");
+});
+
+Deno.test("loadConfig names the file in validation and YAML errors", async () => {
+  const file = await Deno.makeTempFile({ suffix: ".yaml" });
+  await Deno.writeTextFile(file, "model:\n  ep: tpu\n");
+  await assertUserRejects(() => loadConfig({ file }), `${file}: config key model.ep`);
+  await Deno.writeTextFile(file, "model:\n  ep: cpu\n  ep: cuda\n");
+  await assertUserRejects(() => loadConfig({ file }), `config file ${file}:3:`, "invalid YAML", "line 3");
+  await assertUserRejects(() => loadConfig({ file: `${file}.missing` }), "no such file");
+  const partial = await loadConfig({ text: "train:\n  lora:\n    r: 4\n" });
+  assert.equal(partial.config.train.lora.r, 4);
+  assert.equal(partial.source, "<text>");
+  assert.equal(partial.config.train.lora.alpha, 32, "missing keys take their defaults");
+});
+
+async function assertUserRejects(body: () => Promise<unknown>, ...fragments: string[]): Promise<void> {
+  const error = await body().then(() => undefined, (e) => e);
+  expectUserError(() => {
+    if (error) throw error;
+  }, ...fragments);
+}
+
+Deno.test("overrides set nested keys, lists, weights and null, checked against the schema", async () => {
+  const base = defaultConfig();
+  const config = applyOverrides(base, [
+    ["train.lora.r", "8"],
+    ["train.lora.targets", "[q,v]"],
+    ["score.rewards.format", "0.2"],
+    ["model.adapter", "runs/x/adapter"],
+    ["model.path", "123"],
+    ["data.shuffle_seed", "null"],
+    ["rollout.generation.temperature", "0.7"],
+  ]);
+  assert.equal(config.train.lora.r, 8);
+  assert.deepEqual(config.train.lora.targets, ["q", "v"]);
+  assert.deepEqual(config.score.rewards, { gsm8k: 1, tool_use: 0.1, format: 0.2 });
+  assert.equal(config.model.adapter, "runs/x/adapter");
+  assert.equal(config.model.path, "123", "string keys keep the text");
+  assert.equal(config.data.shuffle_seed, null);
+  assert.equal(config.rollout.generation.temperature, 0.7);
+  assert.equal(base.train.lora.r, 16, "the input is not changed");
+  const loaded = await loadConfig({ overrides: [["mask.estimator", "rloo"]] });
+  assert.equal(loaded.config.mask.estimator, "rloo");
+});
+
+Deno.test("bad overrides give one-line errors", async () => {
+  const base = defaultConfig();
+  expectUserError(
+    () => applyOverrides(base, [["train.lora.r", "eight"]]),
+    "train.lora.r",
+    "expected an integer",
+  );
+  expectUserError(() => applyOverrides(base, [["train.lora.targets", "[q,x]"]]), "targets[1]", "gate");
+  expectUserError(
+    () => applyOverrides(base, [["train.lora.rank", "8"]]),
+    "unknown key train.lora.rank",
+    "r, alpha, dropout, targets, rslora",
+  );
+  expectUserError(() => applyOverrides(base, [["train.lora", "8"]]), "is a section", "train.lora.r");
+  expectUserError(() => applyOverrides(base, [["train.lora.r.x", "8"]]), "no keys below it");
+  expectUserError(() => applyOverrides(base, [["score.rewards.speed", "1"]]), "score.rewards.speed");
+  expectUserError(() => applyOverrides(base, [["train.lora.targets", "[q"]]), "not a valid YAML value");
+  await assertUserRejects(
+    () => loadConfig({ overrides: [["rollout.group_size", "1"]] }),
+    "rollout.group_size (got 1)",
+  );
+});
+
+Deno.test("the hash ignores key order and changes with any value", () => {
+  const a = validateConfig(parse("model:\n  ep: cpu\n  threads: 2\ntrain:\n  seed: 1\n"));
+  const b = validateConfig(parse("train:\n  seed: 1\nmodel:\n  threads: 2\n  ep: cpu\n"));
+  assert.equal(configHash(a), configHash(b));
+  const c = applyOverrides(a, [["train.seed", "2"]]);
+  assert.notEqual(configHash(a), configHash(c));
+  assert.equal(configHash(defaultConfig()), configHash(defaultConfig()));
+});
+
+Deno.test("configHelp lists every key with its type, default and doc", () => {
+  const help = configHelp();
+  for (const path of schemaPaths()) assert.ok(help.includes(`  ${path} = `), path);
+  assert.match(help, /rollout\.generation\.top_p = 1 {4}\(a number in \(0, 1\]\)\n {6}nucleus sampling/);
+});
+
+Deno.test("the Config type follows the schema", () => {
+  const config = defaultConfig();
+  const r: number = config.train.lora.r;
+  const adapter: string | null = config.model.adapter;
+  const aggregation: "token_mean" | "seq_mean_token_mean" | "seq_mean_token_sum_norm" | "sft" =
+    config.train.loss.aggregation;
+  const weight: number | undefined = config.score.rewards.code_exec;
+  assert.deepEqual([r, adapter, aggregation, weight], [16, null, "token_mean", undefined]);
+});

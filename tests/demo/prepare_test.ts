@@ -1,0 +1,144 @@
+/**
+ * The demo's pieces before GRPO: the model directory (pruned Qwen3 tokenizer, matching vocabulary and
+ * special ids), the teacher's traces through the real rollout (calculator calls with the task's
+ * expression, the tool's exact result, direct wrong answers in the planned share), the warm-start
+ * batch's loss mask (assistant turns only, never the tool response), the held-out split, and the warm
+ * start itself (in one process; its checkpoint starts GRPO with a fresh optimizer state).
+ */
+
+import assert from "node:assert/strict";
+import { join } from "node:path";
+import { readStageFile } from "../../lib/arrow/read.ts";
+import { loadConfig } from "../../lib/config/mod.ts";
+import { generateArithmeticTasks } from "../../lib/data/arithmetic.ts";
+import { splitHeldOut } from "../../lib/rollout/tasks.ts";
+import { buildDemoModel } from "../../lib/demo/model.ts";
+import { DEMO_SETTINGS } from "../../lib/demo/settings.ts";
+import { tracePlans, warmStart, warmStartConfig, writeWarmStartBatch } from "../../lib/demo/warm_start.ts";
+import { openSession } from "../../lib/pipeline/mod.ts";
+import { openModelDir } from "../../lib/model/model_dir.ts";
+import { loadCheckpoint } from "../../lib/train/checkpoint.ts";
+import { loadTokenizer } from "../../lib/model/tokenizer.ts";
+import { loadTools, toolSpecs } from "../../lib/tools/registry.ts";
+
+const tasks = generateArithmeticTasks({
+  numTasks: 24,
+  seed: 3,
+  minOperands: 2,
+  maxOperands: 2,
+  maxValue: 99,
+});
+
+async function setup() {
+  const { config, hash } = await loadConfig({ file: "configs/demo.yaml" });
+  const tools = await loadTools(config.rollout.tools);
+  const root = await Deno.makeTempDir();
+  const model = join(root, "model");
+  const built = await buildDemoModel(model, { ...DEMO_SETTINGS.model, layers: 1, hidden: 32, headDim: 8 }, {
+    tasks,
+    systemPrompt: config.data.system_prompt,
+    tools: toolSpecs([...tools.values()]),
+  });
+  config.model.path = model;
+  return { config, hash, tools, root, model, built, tokenizer: await loadTokenizer(model) };
+}
+
+Deno.test("buildDemoModel writes a Qwen3 whose vocabulary is the pruned tokenizer's, with its special ids", async () => {
+  const { model, built, tokenizer } = await setup();
+  const config = JSON.parse(await Deno.readTextFile(join(model, "config.json")));
+  assert.equal(config.vocab_size, built.vocab);
+  assert.ok(built.vocab < 1000, `vocab ${built.vocab}`);
+  assert.equal(config.eos_token_id, tokenizer.eosTokenId);
+  assert.equal(config.bos_token_id, tokenizer.special.endOfText);
+  await assert.rejects(() =>
+    buildDemoModel(model, DEMO_SETTINGS.model, { tasks, systemPrompt: null, tools: [] })
+  );
+});
+
+Deno.test("tracePlans answers directly in about the planned share, with wrong numbers", () => {
+  const many = generateArithmeticTasks({
+    numTasks: 400,
+    seed: 1,
+    minOperands: 2,
+    maxOperands: 2,
+    maxValue: 99,
+  });
+  const plans = tracePlans(many, { ...DEMO_SETTINGS.warmStart, directFraction: 0.4 });
+  const direct = many.filter((t) => plans.get(t.id)!.kind === "direct");
+  assert.ok(Math.abs(direct.length / many.length - 0.4) < 0.07, `${direct.length} direct`);
+  for (const t of direct) {
+    const plan = plans.get(t.id)!;
+    assert.ok(plan.kind === "direct" && plan.answer !== t.answer && Number.isInteger(Number(plan.answer)));
+  }
+});
+
+Deno.test("warm-start traces call the calculator with the task's expression and train on assistant turns only", async () => {
+  const { config, hash, root, tokenizer } = await setup();
+  const settings = { ...DEMO_SETTINGS.warmStart, traces: 24, tracesPerStep: 16, directFraction: 0.5 };
+  const plans = tracePlans(tasks, settings);
+  const session = openSession(warmStartConfig(config, settings), hash, { showProgress: false });
+  const paths = [await writeWarmStartBatch({ session, tasks, settings, dir: root })];
+  await session.close();
+  let rows = 0;
+  for (const path of paths) {
+    const batch = await readStageFile(path, "batch");
+    for (let i = 0; i < batch.rows; i++, rows++) {
+      const task = tasks[rows];
+      const tokens = [...batch.listAt("tokens", i)];
+      const mask = batch.listAt("loss_mask", i);
+      assert.deepEqual([...mask], [...batch.listAt("sampled", i)]);
+      const trained = tokenizer.decode(tokens.filter((_, t) => mask[t]));
+      const promptLen = batch.vector("prompt_len").get(i) as number;
+      const rest = tokens.filter((_, t) => t >= promptLen && !mask[t]);
+      const untrained = rest.length ? tokenizer.decode(rest) : "";
+      if (plans.get(task.id)!.kind === "tool") {
+        assert.ok(trained.includes(`"expression": "${task.meta!.expression}"`), trained);
+        assert.ok(trained.endsWith(`Final answer: ${task.answer}<|im_end|>`), trained);
+        assert.ok(untrained.includes(`<tool_response>\n${task.answer}\n</tool_response>`), untrained);
+        assert.ok(!trained.includes("<tool_response>"));
+        assert.equal(batch.vector("correct").get(i), true);
+      } else {
+        assert.ok(/^Final answer: -?\d+<\|im_end\|>$/.test(trained), trained);
+        assert.equal(batch.vector("correct").get(i), false);
+      }
+    }
+  }
+  assert.equal(rows, 24);
+});
+
+Deno.test("splitHeldOut holds out the last tasks and refuses a split that leaves no training task", () => {
+  const { train, heldOut } = splitHeldOut(tasks, 10);
+  assert.deepEqual([...train, ...heldOut], tasks);
+  assert.equal(heldOut.length, 10);
+  assert.throws(() => splitHeldOut(tasks, 24), /held out/);
+});
+
+Deno.test("warmStart trains in one process, lowers the loss, and saves an adapter with a fresh optimizer", async () => {
+  const { config, hash, root, model } = await setup();
+  const settings = {
+    ...DEMO_SETTINGS.warmStart,
+    traces: 16,
+    tracesPerStep: 4,
+    steps: 8,
+    toolOnlySteps: 4,
+    lr: 2e-2,
+    warmupSteps: 0,
+  };
+  const steps: number[] = [];
+  const session = openSession(warmStartConfig(config, settings), hash, {
+    adapter: null,
+    showProgress: false,
+  });
+  const result = await warmStart({ session, tasks, settings, dir: root }, (step) => steps.push(step));
+  assert.equal(session.trainerOpen, true, "the warm start trains through the session's trainer");
+  await session.close();
+  assert.deepEqual(steps, [1, 2, 3, 4, 5, 6, 7, 8]);
+  assert.equal(result.metrics.length, 8);
+  const first = result.metrics.slice(0, 2).reduce((a, m) => a + m.loss, 0);
+  const last = result.metrics.slice(2, 4).reduce((a, m) => a + m.loss, 0);
+  assert.ok(last < first, `loss ${first / 2} -> ${last / 2} on the calculator traces`);
+  assert.equal(result.out, join(root, "adapter"));
+  const saved = await loadCheckpoint(result.out, (await openModelDir(model)).config, "adamw");
+  assert.equal(saved.optimizer.step, 0, "GRPO starts with its own optimizer state");
+  assert.ok([...saved.adapter.weights.values()].some((w) => w.some((x) => x !== 0)));
+});

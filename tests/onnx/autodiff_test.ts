@@ -1,0 +1,201 @@
+/**
+ * The reverse walk (`backward`): which nodes it visits, how it adds up gradients, what it returns
+ * without a path; and gradients of the compose.ts composites and a small LoRA MLP against finite
+ * differences (float64, 1e-6 relative; see `helpers/grad_check.ts`).
+ *
+ * Dimension legend: B batch, T query length, S key length, H query heads, Hkv key/value heads,
+ * D head dim, E features, R LoRA rank.
+ */
+
+import assert from "node:assert/strict";
+import * as ort from "onnxruntime-node";
+import { backward } from "../../lib/onnx/autodiff.ts";
+import { GraphBuilder, type Value } from "../../lib/onnx/builder.ts";
+import { attention, logSoftmax, repeatKv, rmsNorm, rope, swiglu } from "../../lib/onnx/compose.ts";
+import { bindOps } from "../../lib/onnx/ops.ts";
+import { checkGrad, rand, runModel } from "../helpers/grad_check.ts";
+
+/** Forward node names whose rules ran, read from the backward nodes' scopes (`<node>.grad/...`). */
+function visited(g: GraphBuilder, from: number): Set<string> {
+  return new Set(g.nodes.slice(from).map((n) => n.name.split(".grad/")[0]));
+}
+
+function f64(data: number[], dims: number[]): ort.Tensor {
+  return new ort.Tensor("float64", Float64Array.from(data), dims);
+}
+
+Deno.test("backward visits only the nodes between wrt and the seeds", () => {
+  const g = new GraphBuilder("paths");
+  const o = bindOps(g);
+  const x = g.input("x", "float64", [3]);
+  const c = g.input("c", "float64", [3]);
+  const scale = g.scope("scale", () => o.Exp(c)); // does not depend on x
+  g.scope("dead", () => o.Sin(x)); // depends on x, reaches no seed
+  const y = g.scope("y", () => o.Mul(o.Tanh(x), scale));
+  const before = g.nodes.length;
+  const [dx, dc] = backward(g, [{ value: y, grad: y }], [x, c]);
+  assert.ok(dx && dc);
+  assert.deepEqual([...visited(g, before)].sort(), ["scale/Exp", "y/Mul", "y/Tanh"]);
+  const before2 = g.nodes.length;
+  backward(g, [{ value: y, grad: y }], [x]);
+  assert.deepEqual(
+    [...visited(g, before2)].sort(),
+    ["y/Mul", "y/Tanh"],
+    "c's side is skipped when only x is wanted",
+  );
+});
+
+Deno.test("backward sums the gradients of a value used several times in one Sum node", async () => {
+  const g = new GraphBuilder("fanout");
+  const o = bindOps(g);
+  const x = g.input("x", "float64", [3]);
+  const y = o.Add(o.Add(o.Mul(x, 2), o.Exp(x)), o.Mul(x, x)); // 2x + eˣ + x²
+  const [dx] = backward(g, [{ value: y, grad: g.constant(new Float64Array([1, 1, 1]), [3]) }], [x]);
+  const sums = g.nodes.filter((n) => n.opType === "Sum");
+  assert.equal(sums.length, 1);
+  assert.equal(sums[0].inputs.length, 4, "Mul(x, 2), Exp and both operands of Mul(x, x)");
+  assert.equal(sums[0].outputs[0].name, dx!.name);
+  g.output(dx!, "dx");
+  const xs = [0.5, -1, 2];
+  const out = await runModel(g, { x: f64(xs, [3]) });
+  const expected = xs.map((v) => 2 + Math.exp(v) + 2 * v);
+  Array.from(out.dx.data as Float64Array).forEach((v, i) => assert.ok(Math.abs(v - expected[i]) < 1e-12));
+});
+
+Deno.test("gradients from several seeds add up; a wrt without a path gets null", async () => {
+  const g = new GraphBuilder("seeds");
+  const o = bindOps(g);
+  const x = g.input("x", "float64", [2]);
+  const unused = g.input("unused", "float64", [2]);
+  const ones = g.constant(new Float64Array([1, 1]), [2]);
+  const [dx, du] = backward(g, [{ value: o.Mul(x, 2), grad: ones }, { value: o.Mul(x, 3), grad: ones }], [
+    x,
+    unused,
+  ]);
+  assert.equal(du, null);
+  g.output(dx!, "dx");
+  const out = await runModel(g, { x: f64([1, 2], [2]), unused: f64([0, 0], [2]) });
+  assert.deepEqual(Array.from(out.dx.data as Float64Array), [5, 5]);
+});
+
+Deno.test("an intermediate value as wrt gets its total gradient", async () => {
+  const g = new GraphBuilder("inner");
+  const o = bindOps(g);
+  const x = g.input("x", "float64", [2]);
+  const h = o.Mul(x, 3);
+  const y = o.Add(o.Mul(h, h), x); // h² + x
+  const [dh, dx] = backward(g, [{ value: y, grad: g.constant(new Float64Array([1, 1]), [2]) }], [h, x]);
+  g.output(dh!, "dh");
+  g.output(dx!, "dx");
+  const out = await runModel(g, { x: f64([1, -2], [2]) });
+  assert.deepEqual(Array.from(out.dh.data as Float64Array), [6, -12]); // 2h
+  assert.deepEqual(Array.from(out.dx.data as Float64Array), [19, -35]); // 2h·3 + 1 = 18x + 1
+});
+
+Deno.test("a contrib op off the path needs no rule; on the path it is named", () => {
+  const g = new GraphBuilder("contrib");
+  const o = bindOps(g);
+  const x = g.input("x", "float32", [1, 2, 8]); // [B, T, H*D]
+  const pos = g.constant(BigInt64Array.from([0n, 1n]), [1, 2]);
+  const table = g.constant(new Float32Array(8), [4, 2]);
+  const rotated = o.RotaryEmbedding(g.input("other", "float32", [1, 2, 8]), pos, table, table, {
+    numHeads: 2,
+  });
+  const y = o.Mul(x, rotated);
+  assert.ok(backward(g, [{ value: y, grad: y }], [x])[0], "rotated does not depend on x");
+  const z = g.scope("rope", () => o.RotaryEmbedding(x, pos, table, table, { numHeads: 2 }));
+  assert.throws(
+    () => backward(g, [{ value: z, grad: z }], [x]),
+    /^Error: autodiff: no gradient rule for com\.microsoft\.RotaryEmbedding \(node rope\/RotaryEmbedding\);/,
+  );
+});
+
+Deno.test("LoRA: frozen weights and inputs get no backward nodes", () => {
+  const g = new GraphBuilder("lora");
+  const o = bindOps(g);
+  const x = g.input("x", "float32", ["B", "T", 8]); // [B, T, E]
+  const w = g.initializer("w", new Float32Array(8 * 8), [8, 8]); // frozen [E, E]
+  const a = g.input("lora_a", "float32", [8, 2]); // [E, R]
+  const b = g.input("lora_b", "float32", [2, 8]); // [R, E]
+  const y = o.Add(o.MatMul(x, w), o.Mul(o.MatMul(o.MatMul(x, a), b), 0.5)); // [B, T, E]
+  const before = g.nodes.length;
+  const grads = backward(g, [{ value: y, grad: y }], [a, b]);
+  assert.ok(grads.every((d) => d));
+  const added = g.nodes.slice(before);
+  assert.ok(!added.some((n) => n.inputs.some((v) => v?.name === "w")), "nothing reads the frozen weight");
+  assert.ok(!visited(g, before).has("MatMul"), "the x @ w node is not visited");
+});
+
+Deno.test("rmsNorm, swiglu and logSoftmax match finite differences", async (t) => {
+  await t.step(
+    "rmsNorm over [B, T, E] with its weight",
+    () =>
+      checkGrad(
+        { x: rand([2, 3, 4], 1, 2, ["B", "T", 4]), w: rand([4], 2) },
+        (g, v) => rmsNorm(g, v.x, v.w, 1e-6),
+      ),
+  );
+  await t.step(
+    "swiglu",
+    () => checkGrad({ gate: rand([2, 5], 1, 3), up: rand([2, 5], 2) }, (g, v) => swiglu(g, v.gate, v.up)),
+  );
+  await t.step(
+    "logSoftmax, last axis",
+    () => checkGrad({ x: rand([2, 5], 1, 3) }, (g, v) => logSoftmax(g, v.x)),
+  );
+  await t.step(
+    "logSoftmax, axis 0",
+    () => checkGrad({ x: rand([3, 2], 1, 3) }, (g, v) => logSoftmax(g, v.x, 0)),
+  );
+});
+
+Deno.test("rope and repeatKv match finite differences with symbolic batch and length", async (t) => {
+  const [T, D] = [3, 4];
+  const angles = Array.from({ length: T * D }, (_, i) => Math.floor(i / D) * 0.7 ** (i % (D / 2)));
+  const cos = { data: angles.map(Math.cos), dims: [1, 1, T, D], decl: [1, 1, "T", D], frozen: true };
+  const sin = { data: angles.map(Math.sin), dims: [1, 1, T, D], decl: [1, 1, "T", D], frozen: true };
+  await t.step("rope", () =>
+    checkGrad(
+      { x: rand([2, 2, T, D], 1, 1, ["B", 2, "T", D]), cos, sin },
+      (g, v) => rope(g, v.x, v.cos, v.sin, D),
+    ));
+  await t.step(
+    "repeatKv",
+    () => checkGrad({ x: rand([2, 2, T, D], 1, 1, ["B", 2, "S", D]) }, (g, v) => repeatKv(g, v.x, 2, D)),
+  );
+});
+
+Deno.test("causal attention with an additive bias and repeated KV heads matches finite differences", async () => {
+  const [T, D] = [3, 4];
+  const mask = Array.from({ length: T * T }, (_, i) => (i % T > Math.floor(i / T) ? -1e9 : 0)); // [T, T]
+  await checkGrad({
+    q: rand([1, 2, T, D], 1, 1, ["B", 2, "T", D]),
+    k: rand([1, 1, T, D], 2, 1, ["B", 1, "T", D]),
+    v: rand([1, 1, T, D], 3, 1, ["B", 1, "T", D]),
+    bias: { data: mask, dims: [1, 1, T, T], decl: [1, 1, "T", "T"], frozen: true },
+  }, (g, x) => attention(g, x.q, repeatKv(g, x.k, 2, D), repeatKv(g, x.v, 2, D), D, { bias: x.bias }));
+});
+
+Deno.test("a 2-layer MLP with LoRA adapters on frozen weights matches finite differences", async () => {
+  const [E, F, R] = [4, 6, 2];
+  const frozen = (dims: number[], seed: number) => ({ ...rand(dims, seed), frozen: true });
+  await checkGrad({
+    x: { ...rand([2, 3, E], 1, 1, ["B", "T", E]), frozen: true },
+    w1: frozen([F, E], 2), // [out, in] as stored by Hugging Face
+    w2: frozen([E, F], 3),
+    a1: rand([R, E], 4), // [R, in]
+    b1: rand([F, R], 5), // [out, R]
+    a2: rand([R, F], 6),
+    b2: rand([E, R], 7),
+  }, (g, v) => {
+    const o = bindOps(g);
+    const linear = (x: Value, w: Value, a: Value, b: Value) => {
+      const base = o.MatMul(x, o.Transpose(w)); // [B, T, out]
+      const low = o.MatMul(o.MatMul(x, o.Transpose(a)), o.Transpose(b)); // [B, T, out]
+      return o.Add(base, o.Mul(low, 2)); // [B, T, out]
+    };
+    const h = linear(v.x, v.w1, v.a1, v.b1); // [B, T, F]
+    const act = o.Mul(h, o.Sigmoid(h)); // [B, T, F]
+    return linear(act, v.w2, v.a2, v.b2); // [B, T, E]
+  });
+});

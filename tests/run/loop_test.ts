@@ -1,0 +1,279 @@
+/**
+ * `deno task loop` (lib/run/loop.ts) as a user runs it, in subprocesses on a tiny model: a run killed with
+ * SIGKILL mid-step and resumed ends with the same adapter and the same rollouts as an uninterrupted run;
+ * a second loop on the run is refused; a resume that changes the LoRA shape is refused naming it; the
+ * four stage commands run by hand give the loop's step files; `deno task loop` whose wrapper is killed
+ * (SIGKILL) or stopped (SIGTERM, SIGINT) stops its child stage and releases the run lock.
+ *
+ * The toy reward (tests/fixtures/ascii_reward.ts) varies within every group, so advantages and gradients
+ * are non-zero and the adapter really moves between steps (a zero-advantage run would make "same adapter"
+ * trivially true).
+ */
+
+import assert from "node:assert/strict";
+import { join } from "node:path";
+import { readStageFile } from "../../lib/arrow/read.ts";
+import { loadConfig } from "../../lib/config/mod.ts";
+import { runLoop } from "../../lib/run/loop.ts";
+import { Trainer } from "../../lib/train/trainer.ts";
+import { sha256Hex } from "../../lib/fs/sha256.ts";
+import { makeTinyModel } from "../helpers/tiny_model.ts";
+
+const ROOT = new URL("../..", import.meta.url).pathname;
+
+async function setup(): Promise<{ dir: string; config: string }> {
+  const dir = await Deno.makeTempDir({ prefix: "loop-test-" });
+  const config = join(dir, "config.yaml");
+  await Deno.writeTextFile(
+    config,
+    `model:
+  path: ${await makeTinyModel()}
+data:
+  arithmetic: { num_tasks: 24 }
+rollout:
+  group_size: 4
+  tasks_per_step: 2
+  max_batch: 8
+  generation: { max_new_tokens: 8, max_total_tokens: 512, enable_thinking: false }
+score:
+  rewards: { format: 0.0 }
+  modules: [${join(ROOT, "tests/fixtures/ascii_reward.ts")}]
+  module_weights: [1.0]
+train:
+  lora: { r: 4, alpha: 8 }
+  optimizer: { lr: 0.01 }
+loop:
+  steps: 3
+  eval_every: 0
+  save_every: 1
+eval:
+  num_tasks: 4
+`,
+  );
+  return { dir, config };
+}
+
+function deno(args: string[], opts: { stderr?: "piped" | "null" } = {}) {
+  return new Deno.Command(Deno.execPath(), {
+    args: ["run", "-A", ...args],
+    cwd: ROOT,
+    stdout: "piped",
+    stderr: opts.stderr ?? "piped",
+    env: { NO_COLOR: "1" },
+  });
+}
+
+async function loop(config: string, runDir: string, extra: string[] = []) {
+  const out = await deno(["stages/loop.ts", "--config", config, `--loop.run_dir=${runDir}`, ...extra])
+    .output();
+  return { code: out.code, stderr: new TextDecoder().decode(out.stderr) };
+}
+
+async function fileHash(path: string): Promise<string> {
+  return await sha256Hex(await Deno.readFile(path));
+}
+
+/** The columns that must repeat exactly (tool-call timings, `ms`, are wall time and may not). */
+async function trajectory(path: string) {
+  const f = await readStageFile(path, "rollouts");
+  return ["tokens", "sampled", "logprobs", "turn_idx"].map((c) => Array.from(f.listColumn(c).values))
+    .concat([Array.from(f.vector("episode_id").toArray()), Array.from(f.vector("policy_version").toArray())]);
+}
+
+Deno.test("a loop killed mid-step and resumed equals an uninterrupted one (adapter hash, rollouts)", async () => {
+  const { dir, config } = await setup();
+  const [a, b] = [join(dir, "a"), join(dir, "b")];
+  const whole = await loop(config, a);
+  assert.equal(whole.code, 0, whole.stderr);
+
+  const child = deno(["stages/loop.ts", "--config", config, `--loop.run_dir=${b}`], { stderr: "null" })
+    .spawn();
+  const marker = join(b, "step-0002", "rollouts.arrow.manifest.json");
+  for (let i = 0; i < 600 && !(await exists(marker)); i++) await new Promise((r) => setTimeout(r, 50));
+  child.kill("SIGKILL");
+  await child.status;
+  assert.equal((await Deno.readTextFile(join(b, "latest"))).trim(), "step-0001", "killed during step 2");
+  const resumed = await loop(config, b, ["--resume"]);
+  assert.equal(resumed.code, 0, resumed.stderr);
+
+  for (const step of ["step-0001", "step-0002", "step-0003"]) {
+    assert.deepEqual(
+      await trajectory(join(b, step, "rollouts.arrow")),
+      await trajectory(join(a, step, "rollouts.arrow")),
+      step,
+    );
+  }
+  const adapter = (run: string) => fileHash(join(run, "adapters", "step-0003", "adapter_model.safetensors"));
+  const optimizer = (run: string) => fileHash(join(run, "adapters", "step-0003", "optimizer.safetensors"));
+  assert.equal(await adapter(b), await adapter(a));
+  assert.equal(await optimizer(b), await optimizer(a));
+  assert.notEqual(
+    await fileHash(join(a, "adapters", "step-0002", "adapter_model.safetensors")),
+    await adapter(a),
+    "the adapter moved in step 3",
+  );
+  const rows = await readStageFile(join(b, "metrics.arrow"), "run_metrics");
+  assert.deepEqual(Array.from(rows.table.getChild("step")!.toArray() as Int32Array), [1, 2, 3]);
+});
+
+Deno.test("a second loop on a run is refused; a resume changing the LoRA rank is refused naming it", async () => {
+  const { dir, config } = await setup();
+  const run = join(dir, "run");
+  assert.equal((await loop(config, run, ["--loop.steps=1"])).code, 0);
+  await Deno.writeTextFile(join(run, "lock"), `${Deno.pid}\n`); // held by a live process: this one
+  const locked = await loop(config, run, ["--resume", "--loop.steps=2"]);
+  assert.equal(locked.code, 2);
+  assert.match(locked.stderr, new RegExp(`run locked by pid ${Deno.pid}`));
+  assert.equal((await Deno.readTextFile(join(run, "latest"))).trim(), "step-0001", "nothing ran");
+  await Deno.remove(join(run, "lock"));
+
+  const changed = await loop(config, run, ["--resume", "--loop.steps=2", "--train.lora.r=8"]);
+  assert.equal(changed.code, 2);
+  assert.match(changed.stderr, /train\.lora/);
+  assert.equal(changed.stderr.trim().split("\n").length, 1, changed.stderr);
+  const harmless = await loop(config, run, ["--resume", "--loop.steps=2"]);
+  assert.equal(harmless.code, 0, harmless.stderr);
+  assert.equal((await Deno.readTextFile(join(run, "latest"))).trim(), "step-0002");
+});
+
+Deno.test("the four stage commands by hand give the loop's step files", async () => {
+  const { dir, config } = await setup();
+  const run = join(dir, "run");
+  assert.equal((await loop(config, run, ["--loop.steps=1"])).code, 0);
+  const hand = join(dir, "hand");
+  await Deno.mkdir(hand);
+  const stage = async (name: string, args: string[]) => {
+    const out = await deno([`stages/${name}.ts`, "--config", config, ...args]).output();
+    assert.equal(out.code, 0, new TextDecoder().decode(out.stderr));
+  };
+  await stage("rollout", ["--step", "1", "--out", join(hand, "rollouts.arrow")]);
+  await stage("score", ["--in", join(hand, "rollouts.arrow"), "--out", join(hand, "scored.arrow")]);
+  await stage("mask", ["--in", join(hand, "scored.arrow"), "--out", join(hand, "batch.arrow")]);
+  await stage("train", ["--in", join(hand, "batch.arrow"), "--out", join(hand, "adapter")]);
+  const step = join(run, "step-0001");
+  assert.deepEqual(
+    await trajectory(join(hand, "rollouts.arrow")),
+    await trajectory(join(step, "rollouts.arrow")),
+  );
+  for (
+    const [file, kind, column] of [["scored", "scored", "reward"], ["batch", "batch", "advantages"]] as const
+  ) {
+    const [x, y] = [
+      await readStageFile(join(hand, `${file}.arrow`), kind),
+      await readStageFile(join(step, `${file}.arrow`), kind),
+    ];
+    const values = (f: typeof x) =>
+      column === "reward" ? f.vector(column).toArray() : f.listColumn(column).values;
+    assert.deepEqual(Array.from(values(x)), Array.from(values(y)), column);
+  }
+  assert.equal(
+    await fileHash(join(hand, "adapter", "adapter_model.safetensors")),
+    await fileHash(join(run, "adapters", "step-0001", "adapter_model.safetensors")),
+  );
+});
+
+/** `deno task loop` as a user starts it: the task wrapper, which runs the stage as its child. */
+function denoTaskLoop(config: string, runDir: string) {
+  return new Deno.Command(Deno.execPath(), {
+    args: ["task", "loop", "--config", config, `--loop.run_dir=${runDir}`, "--loop.steps=1000"],
+    cwd: ROOT,
+    stdout: "null",
+    stderr: "piped",
+    env: { NO_COLOR: "1" },
+  }).spawn();
+}
+
+/** Whether process `pid` exists (`kill -0`). */
+function isRunning(pid: number): boolean {
+  return new Deno.Command("kill", { args: ["-0", String(pid)], stderr: "null" }).outputSync().success;
+}
+
+/** Waits (bounded: 60 s) for the stage process to exit; returns whether it did. */
+async function exited(pid: number): Promise<boolean> {
+  for (let i = 0; i < 600 && isRunning(pid); i++) await new Promise((r) => setTimeout(r, 100));
+  return !isRunning(pid);
+}
+
+const SAYS = {
+  SIGKILL: /loop: stopped: its parent process .* is gone/,
+  SIGTERM: /loop: stopped by SIGTERM/,
+  SIGINT: /loop: interrupted/,
+};
+
+for (const signal of ["SIGKILL", "SIGTERM", "SIGINT"] as const) {
+  Deno.test(`deno task loop: ${signal} of the wrapper stops the loop and releases its lock`, async () => {
+    const { dir, config } = await setup();
+    const run = join(dir, "run");
+    const wrapper = denoTaskLoop(config, run);
+    const stderr = new Response(wrapper.stderr).text(); // the stage shares this pipe with its wrapper
+    const latest = join(run, "latest");
+    for (let i = 0; i < 1200 && !(await exists(latest)); i++) await new Promise((r) => setTimeout(r, 50));
+    const stage = Number((await Deno.readTextFile(join(run, "lock"))).trim());
+    assert.notEqual(stage, wrapper.pid, "the lock names the stage process, the wrapper's child");
+    wrapper.kill(signal);
+    await wrapper.status;
+    const stopped = await exited(stage);
+    if (!stopped) Deno.kill(stage, "SIGKILL"); // do not leave it running after a failure
+    assert.ok(stopped, `the loop (pid ${stage}) kept running after ${signal} of its wrapper`);
+    const said = await stderr;
+    assert.match(said, SAYS[signal]);
+    assert.equal(await exists(join(run, "lock")), false, "the run lock is released");
+    const again = await loop(config, run, ["--resume", "--loop.steps=1"]);
+    assert.equal(again.code, 0, again.stderr);
+  });
+}
+
+async function exists(path: string): Promise<boolean> {
+  try {
+    await Deno.stat(path);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+Deno.test("a 3-step loop builds the train graph once and equals the stage commands run by hand, step by step", async () => {
+  const { dir, config } = await setup();
+  const run = join(dir, "run");
+  const { config: resolved, hash } = await loadConfig({ file: config, overrides: [["loop.run_dir", run]] });
+  const before = Trainer.created;
+  const result = await runLoop(resolved, hash, { resume: false, showProgress: false });
+  assert.equal(result.step, 3);
+  assert.equal(Trainer.created - before, 1, "one train graph and session for the whole run");
+
+  const hand = join(dir, "hand");
+  const stage = async (name: string, args: string[]) => {
+    const out = await deno([`stages/${name}.ts`, "--config", config, ...args]).output();
+    assert.equal(out.code, 0, new TextDecoder().decode(out.stderr));
+  };
+  for (let step = 1; step <= 3; step++) {
+    const at = (f: string) => join(hand, `step-${step}`, f);
+    await Deno.mkdir(join(hand, `step-${step}`), { recursive: true });
+    const adapter = step > 1 ? [`--adapter=${join(hand, `step-${step - 1}`, "adapter")}`] : [];
+    await stage("rollout", ["--step", String(step), "--out", at("rollouts.arrow"), ...adapter]);
+    await stage("score", ["--in", at("rollouts.arrow"), "--out", at("scored.arrow")]);
+    await stage("mask", ["--in", at("scored.arrow"), "--out", at("batch.arrow")]);
+    await stage("train", ["--in", at("batch.arrow"), "--out", at("adapter"), ...adapter]);
+    const loopStep = join(run, `step-000${step}`);
+    assert.deepEqual(
+      await trajectory(at("rollouts.arrow")),
+      await trajectory(join(loopStep, "rollouts.arrow")),
+    );
+    for (const [file, column] of [["scored", "reward"], ["batch", "advantages"]] as const) {
+      const [x, y] = [
+        await readStageFile(at(`${file}.arrow`), file),
+        await readStageFile(join(loopStep, `${file}.arrow`), file),
+      ];
+      const values = (f: typeof x) =>
+        column === "reward" ? f.vector(column).toArray() : f.listColumn(column).values;
+      assert.deepEqual(Array.from(values(x)), Array.from(values(y)), `step ${step} ${column}`);
+    }
+    for (const f of ["adapter_model.safetensors", "optimizer.safetensors"]) {
+      assert.equal(
+        await fileHash(at(`adapter/${f}`)),
+        await fileHash(join(run, "adapters", `step-000${step}`, f)),
+        `step ${step} ${f}`,
+      );
+    }
+  }
+});

@@ -1,0 +1,98 @@
+/**
+ * `deno task serve` as a process: a missing `serve.adapter_root` is refused in one line before the
+ * model loads, unless it is the default `runs` (a fresh clone), which is never created and makes
+ * adapter loads answer 404 until it exists; SIGTERM stops the server as Ctrl-C does.
+ */
+
+import assert from "node:assert/strict";
+import { join } from "node:path";
+import { makeTinyModel } from "../helpers/tiny_model.ts";
+
+const ROOT = new URL("../..", import.meta.url).pathname;
+
+/** The serve stage in `cwd` with a config naming `model`, on any free port. */
+function serveStage(cwd: string, config: string, extra: string[] = []) {
+  return new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      "-A",
+      "--config",
+      join(ROOT, "deno.json"),
+      join(ROOT, "stages/serve.ts"),
+      "--config",
+      config,
+    ]
+      .concat(["--port", "0", ...extra]),
+    cwd,
+    stdout: "piped",
+    stderr: "piped",
+    env: { NO_COLOR: "1" },
+  });
+}
+
+async function configFor(dir: string, model: string): Promise<string> {
+  const config = join(dir, "config.yaml");
+  await Deno.writeTextFile(config, `model:\n  path: ${model}\nserve:\n  max_model_len: 64\n`);
+  return config;
+}
+
+Deno.test("serve: a missing adapter_root is refused in one line, exit 2, before the model loads", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "serve-stage-" });
+  // A model directory that passes the argument checks but cannot load: a later refusal would say so.
+  const model = join(dir, "model");
+  await Deno.mkdir(model);
+  await Deno.copyFile(join(await makeTinyModel(), "config.json"), join(model, "config.json"));
+  const missing = join(dir, "no-such-root");
+  const out = await serveStage(dir, await configFor(dir, model), [`--serve.adapter_root=${missing}`])
+    .output();
+  const stderr = new TextDecoder().decode(out.stderr).trim();
+  assert.equal(out.code, 2, stderr);
+  assert.equal(stderr.split("\n").length, 1, stderr);
+  assert.match(stderr, /serve\.adapter_root/);
+  assert.match(stderr, /does not exist/);
+  assert.equal(await exists(missing), false, "nothing was created");
+});
+
+Deno.test("serve: the default adapter_root may be missing (not created; loads get 404); SIGTERM stops it", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "serve-stage-" });
+  const child = serveStage(dir, await configFor(dir, await makeTinyModel())).spawn();
+  const stderr = new Response(child.stderr).text();
+  try {
+    const url = await listeningUrl(child.stdout);
+    const answer = await fetch(`${url}/v1/load_lora_adapter`, {
+      method: "POST",
+      body: JSON.stringify({ lora_name: "x", lora_path: "some-run/adapters/step-0001" }),
+    });
+    const body = await answer.json();
+    assert.equal(answer.status, 404);
+    assert.match(body.error.message, /not below serve\.adapter_root: \S*runs does not exist yet/);
+    assert.equal(await exists(join(dir, "runs")), false, "runs/ was not created");
+  } finally {
+    try {
+      child.kill("SIGTERM");
+    } catch { /* it already exited: the assertions below say how */ }
+  }
+  const status = await child.status;
+  assert.equal(status.code, 143);
+  assert.match(await stderr, /serve: stopped by SIGTERM/);
+});
+
+/** Reads the stage's stdout until its "serve: ... at http://..." line; returns the URL. */
+async function listeningUrl(stdout: ReadableStream<Uint8Array>): Promise<string> {
+  let text = "";
+  for await (const chunk of stdout.pipeThrough(new TextDecoderStream())) {
+    text += chunk;
+    const m = /at (http:\/\/\S+)/.exec(text);
+    if (m) return m[1];
+  }
+  throw new Error(`serve exited before listening: ${text}`);
+}
+
+async function exists(path: string): Promise<boolean> {
+  try {
+    await Deno.stat(path);
+    return true;
+  } catch {
+    return false;
+  }
+}

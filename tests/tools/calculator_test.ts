@@ -1,0 +1,110 @@
+/** The calculator: precedence, exact integers, and one documented error for each kind of bad input. */
+import assert from "node:assert/strict";
+import { generateArithmeticTasks } from "../../lib/data/arithmetic.ts";
+import { CalculatorError, calculatorTool, evaluate, formatNumber } from "../../lib/tools/calculator.ts";
+import type { ToolContext, ToolResult } from "../../lib/tools/types.ts";
+
+function calc(expression: string): string {
+  return formatNumber(evaluate(expression));
+}
+
+function rejects(expression: string, message: RegExp): void {
+  assert.throws(() => evaluate(expression), (e) => e instanceof CalculatorError && message.test(e.message));
+}
+
+Deno.test("precedence: ^ before * and / before + and -, ^ right-associative", () => {
+  assert.equal(calc("2+3*4^2"), "50");
+  assert.equal(calc("(1+2)*3"), "9");
+  assert.equal(calc("2^3^2"), "512");
+  assert.equal(calc("100 / 10 / 5"), "2");
+  assert.equal(calc("10 - 4 - 3"), "3");
+  assert.equal(calc("2 ** 10"), "1024");
+});
+
+Deno.test("unary minus binds looser than ^: -2^2 is -4, 2^-1 is 0.5", () => {
+  assert.equal(calc("-2^2"), "-4");
+  assert.equal(calc("(-2)^2"), "4");
+  assert.equal(calc("2^-1"), "0.5");
+  assert.equal(calc("3 * -2"), "-6");
+  assert.equal(calc("--3"), "3");
+  assert.equal(calc("-0"), "0");
+});
+
+Deno.test("decimals print with 15 significant digits; integers print exactly", () => {
+  assert.equal(calc("0.1 + 0.2"), "0.3");
+  assert.equal(calc(".5 * 3"), "1.5");
+  assert.equal(calc("1 / 3"), "0.333333333333333");
+  assert.equal(calc("999999999999 * 9"), "8999999999991");
+  assert.equal(calc("2^53 - 1"), "9007199254740991");
+  assert.equal(calc("2^60"), "1.15292150460685e+18");
+  assert.equal(calc("10^22"), "1e+22");
+});
+
+Deno.test("every arithmetic task's exact integer answer comes out exactly", () => {
+  for (const seed of [0, 1, 2]) {
+    const options = { numTasks: 300, seed, minOperands: 2, maxOperands: 8, maxValue: 9999 };
+    for (const task of generateArithmeticTasks(options)) {
+      assert.equal(calc(String(task.meta!.expression)), task.answer, String(task.meta!.expression));
+    }
+  }
+});
+
+Deno.test("names of objects and globals are unknown identifiers", () => {
+  for (const name of ["constructor", "__proto__", "toString", "process", "Deno", "sqrt(4)"]) {
+    rejects(name, /^unknown identifier "/);
+  }
+});
+
+Deno.test("1/0, 0/0, 10^400 and 9^9^9 are not finite", () => {
+  rejects("1/0", /^result is not finite: division by zero/);
+  rejects("0/0", /^result is not finite: 0\/0/);
+  rejects("10^400", /^result is not finite: the power is too large/);
+  rejects("(-8)^(1/3)", /^result is not finite: not a real number/);
+  rejects("0^-1", /^result is not finite: zero to a negative power/);
+  rejects("1e300", /^malformed number/);
+});
+
+Deno.test("depth, length and magnitude limits answer in under 50 ms", () => {
+  const cases: [string, RegExp][] = [
+    [
+      "(".repeat(10_000) + "1" + ")".repeat(10_000),
+      /^expression is 20001 characters long; the limit is 1000/,
+    ],
+    ["(".repeat(400) + "1" + ")".repeat(400), /^expression nests deeper than 100 levels/],
+    ["-".repeat(500) + "1", /^expression nests deeper than 100 levels/],
+    ["1+".repeat(50_000) + "1", /^expression is 100001 characters long/],
+    ["9^9^9", /^result is not finite: the power is too large/],
+  ];
+  for (const [expression, message] of cases) {
+    const t0 = performance.now();
+    rejects(expression, message);
+    assert.ok(performance.now() - t0 < 50, expression.slice(0, 20));
+  }
+});
+
+Deno.test("empty, hex, underscores, exponents and full-width digits are documented errors, never 0", () => {
+  rejects("", /^empty expression/);
+  rejects("   ", /^empty expression/);
+  rejects("0x10", /^malformed number "0x10" at position 1/);
+  rejects("1_000", /^malformed number "1_000"/);
+  rejects("1e3abc", /^malformed number "1e3abc"/);
+  rejects("1.2.3", /^malformed number "1.2.3"/);
+  rejects("１２", /^unexpected character "１" at position 1/);
+  rejects("2 $ 3", /^unknown identifier "\$"/);
+  rejects("2 % 3", /^unexpected character "%"/);
+});
+
+Deno.test("syntax errors name the position", () => {
+  rejects("(1+2", /^missing "\)" for the "\(" at position 1/);
+  rejects("1+2)", /^unexpected "\)" at position 4 \(no matching "\("\)/);
+  rejects("2 3", /^unexpected number at position 3 \(an operator is missing\)/);
+  rejects("2*", /^expression ends too early/);
+  rejects("*2", /^unexpected "\*" at position 1/);
+});
+
+Deno.test("the tool returns the value, or a tool_error with the message", async () => {
+  const ctx = {} as ToolContext;
+  assert.deepEqual(await calculatorTool.run({ expression: "6*7" }, ctx), { status: "ok", output: "42" });
+  const bad = await calculatorTool.run({ expression: "1/0" }, ctx) as ToolResult;
+  assert.deepEqual(bad, { status: "tool_error", output: "Error: result is not finite: division by zero" });
+});
