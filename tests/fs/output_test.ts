@@ -181,7 +181,7 @@ Deno.test("checkOutputPath: an output of another kind, an unwritable parent and 
 
 /** Runs a child that replaces `path` (a stage file or a directory) and kills itself at `step`. */
 async function killedReplacement(path: string, what: "file" | "dir", step: string): Promise<number> {
-  const lib = (p: string) => JSON.stringify(new URL(`../lib/${p}`, import.meta.url).href);
+  const lib = (p: string) => JSON.stringify(new URL(`../../lib/${p}`, import.meta.url).href);
   const fixtures = JSON.stringify(new URL("../fixtures/arrow_samples.ts", import.meta.url).href);
   const code = what === "file"
     ? `import { writeStageFile } from ${lib("arrow/write.ts")};

@@ -81,11 +81,11 @@ async function plantedGraph(files: Record<string, string>): Promise<ImportGraph>
 
 Deno.test("the checks report a planted cycle (through import type), upward import and folder cycle", async () => {
   const graph = await plantedGraph({
-    "a.ts": `import { b } from "../b.ts";\nexport interface A { n: number }\nexport const a = b + 1;\n`,
-    "b.ts": `import type { A } from "../a.ts";\nexport const b = 1;\nexport type B = A;\n`,
-    "lib/x/one.ts": `import { two } from "../../y/two.ts";\nexport const one = two;\n`,
-    "lib/y/two.ts": `import { three } from "../../x/three.ts";\nexport const two = three;\n`,
-    "lib/x/three.ts": `import { s } from "../../../stages/s.ts";\nexport const three = s;\n`,
+    "a.ts": `import { b } from "./b.ts";\nexport interface A { n: number }\nexport const a = b + 1;\n`,
+    "b.ts": `import type { A } from "./a.ts";\nexport const b = 1;\nexport type B = A;\n`,
+    "lib/x/one.ts": `import { two } from "../y/two.ts";\nexport const one = two;\n`,
+    "lib/y/two.ts": `import { three } from "../x/three.ts";\nexport const two = three;\n`,
+    "lib/x/three.ts": `import { s } from "../../stages/s.ts";\nexport const three = s;\n`,
     "stages/s.ts": `export const s = 3;\n`,
   });
   assert.deepEqual(describeCycles(graph), ["2 files: a.ts → b.ts → a.ts"]);
@@ -97,14 +97,14 @@ Deno.test("the checks report a planted cycle (through import type), upward impor
 
 Deno.test("the checks name every file of a longer cycle and accept a tree without one", async () => {
   const cyclic = await plantedGraph({
-    "p.ts": `import "../q.ts";\n`,
-    "q.ts": `export * from "../r.ts";\n`,
-    "r.ts": `import "../p.ts";\nexport const r = 1;\n`,
+    "p.ts": `import "./q.ts";\n`,
+    "q.ts": `export * from "./r.ts";\n`,
+    "r.ts": `import "./p.ts";\nexport const r = 1;\n`,
   });
   assert.deepEqual(describeCycles(cyclic), ["3 files: p.ts → q.ts → r.ts → p.ts (all: p.ts, q.ts, r.ts)"]);
   const acyclic = await plantedGraph({
-    "p.ts": `import "../q.ts";\nimport "../r.ts";\n`,
-    "q.ts": `import "../r.ts";\n`,
+    "p.ts": `import "./q.ts";\nimport "./r.ts";\n`,
+    "q.ts": `import "./r.ts";\n`,
     "r.ts": `export const r = 1;\n`,
   });
   assert.deepEqual(describeCycles(acyclic), []);

@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { fileURLToPath as fromFileUrl } from "node:url";
 import { makeRunDir } from "../fixtures/run_dir.ts";
 
-const REPO = new URL("../", import.meta.url);
+const REPO = new URL("../../", import.meta.url);
 const NOTEBOOK = fromFileUrl(new URL("notebooks/explore.ipynb", REPO));
 
 interface Cell {

@@ -151,7 +151,7 @@ rootTest(
     assert.equal(await reachableByAnyone(deno), false);
     const cache = `${TEMP}/deno-cache`;
     const code = [
-      `import { openSandbox } from ${JSON.stringify(import.meta.resolve("../lib/tools/sandbox.ts"))};`,
+      `import { openSandbox } from ${JSON.stringify(import.meta.resolve("../../lib/tools/sandbox.ts"))};`,
       "const sandbox = await openSandbox({ kind: 'bwrap', unsafeNoSandbox: false, javascript: 'deno',",
       `  tempDir: ${JSON.stringify(TEMP)}, binaryCacheDir: ${JSON.stringify(cache)} });`,
       "const result = await sandbox.run({ language: 'javascript', code: 'console.log(typeof Deno, 6 * 7)' });",
