@@ -15,8 +15,8 @@ import { ChatDeltas } from "./chat_stream.ts";
 import { HttpError } from "./limits.ts";
 import { chatLogprobContent, type Position, promptLogprobs, sampledPositions } from "./logprobs.ts";
 import { checkParameters } from "./params.ts";
-import { choiceSeed, flag, MAX_LOGPROBS, type SamplingPlan, samplingPlan } from "./request.ts";
-import { type ChoiceDelta, type ChoiceResult, sampleChoice } from "./sample_choice.ts";
+import { flag, MAX_LOGPROBS, type SamplingPlan, samplingPlan } from "./request.ts";
+import { type ChoiceDelta, type ChoiceResult, choiceSpec, sampleChoice } from "./sample_choice.ts";
 import { scorePrompt } from "./score_prompt.ts";
 import { adapterOf, numberField, type ServeContext } from "./serve_context.ts";
 import { sseResponse } from "./sse.ts";
@@ -103,24 +103,18 @@ async function runChoices(
   const special = ctx.tokenizer!.special;
   const ends = plan.ignoreEos ? [] : [special.imEnd, special.endOfText];
   const choices = await Promise.all(Array.from({ length: plan.n }, (_, i) =>
-    sampleChoice(ctx, {
-      prompt: setup.prompt,
-      seed: choiceSeed(plan.seed, i),
-      turn: {
-        maxNewTokens: req.maxTokens,
-        temperature: plan.temperature,
-        topK: plan.topK,
-        topP: plan.topP,
-        stopTokens: [...ends, ...plan.stopTokenIds],
-        constraints: { ...plan.constraints, minTokensBlocked: [...ends, ...plan.stopTokenIds] },
+    sampleChoice(
+      ctx,
+      choiceSpec(plan, i, {
+        prompt: setup.prompt,
+        maxTokens: req.maxTokens,
+        ends,
         topLogprobs: req.topLogprobs ?? 0,
-      },
-      stop: plan.stop,
-      stopTokenIds: plan.stopTokenIds,
-      includeStop: plan.includeStop,
-      decode: (t) => ctx.tokenizer!.decode(t, { skipSpecialTokens: plan.skipSpecial }),
-      onDelta: onDelta && ((d) => onDelta(i, d)),
-    }, signal)));
+        decode: (t) => ctx.tokenizer!.decode(t, { skipSpecialTokens: plan.skipSpecial }),
+        onDelta: onDelta && ((d) => onDelta(i, d)),
+      }),
+      signal,
+    )));
   choices.forEach((c) => ctx.metrics.choice(c.finishReason, c.tokens.length));
   return { scored, choices };
 }

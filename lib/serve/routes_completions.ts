@@ -11,8 +11,8 @@
 
 import { checkTokenIds, HttpError } from "./limits.ts";
 import { checkParameters } from "./params.ts";
-import { choiceSeed, MAX_LOGPROBS, type SamplingPlan, samplingPlan } from "./request.ts";
-import { type ChoiceDelta, type ChoiceResult, sampleChoice } from "./sample_choice.ts";
+import { MAX_LOGPROBS, type SamplingPlan, samplingPlan } from "./request.ts";
+import { type ChoiceDelta, type ChoiceResult, choiceSpec, sampleChoice } from "./sample_choice.ts";
 import { adapterOf, numberField, type ServeContext } from "./serve_context.ts";
 import { completionLogprobs, type Position, promptLogprobs, sampledPositions } from "./logprobs.ts";
 import { scorePrompt } from "./score_prompt.ts";
@@ -123,24 +123,18 @@ async function runPrompt(
   const scored = scoring ? await scorePrompt(ctx, ids, plan.temperature, k) : null;
   const ends = plan.ignoreEos || !ctx.tokenizer ? [] : [ctx.tokenizer.eosTokenId];
   const choices = await Promise.all(Array.from({ length: plan.n }, (_, i) =>
-    sampleChoice(ctx, {
-      prompt: ids,
-      seed: choiceSeed(plan.seed, i),
-      turn: {
-        maxNewTokens: req.maxTokens,
-        temperature: plan.temperature,
-        topK: plan.topK,
-        topP: plan.topP,
-        stopTokens: [...ends, ...plan.stopTokenIds],
-        constraints: { ...plan.constraints, minTokensBlocked: [...ends, ...plan.stopTokenIds] },
+    sampleChoice(
+      ctx,
+      choiceSpec(plan, i, {
+        prompt: ids,
+        maxTokens: req.maxTokens,
+        ends,
         topLogprobs: req.logprobs ?? 0,
-      },
-      stop: plan.stop,
-      stopTokenIds: plan.stopTokenIds,
-      includeStop: plan.includeStop,
-      decode: (t) => ctx.tokenizer?.decode(t, { skipSpecialTokens: plan.skipSpecial }) ?? "",
-      onDelta: onDelta && ((d) => onDelta(i, d, scored)),
-    }, signal)));
+        decode: (t) => ctx.tokenizer?.decode(t, { skipSpecialTokens: plan.skipSpecial }) ?? "",
+        onDelta: onDelta && ((d) => onDelta(i, d, scored)),
+      }),
+      signal,
+    )));
   choices.forEach((c) => ctx.metrics.choice(c.finishReason, c.tokens.length));
   return { scored, choices };
 }

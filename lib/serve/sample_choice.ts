@@ -16,6 +16,7 @@
 import type { Alternatives, GenerateOptions, Generation, TokenEvent } from "../engine/policy.ts";
 import { IncrementalText, StopStrings } from "./detokenize.ts";
 import type { ServeContext } from "./serve_context.ts";
+import { choiceSeed, type SamplingPlan } from "./request.ts";
 
 /** What one choice samples. */
 export interface ChoiceSpec {
@@ -45,6 +46,44 @@ export interface ChoiceResult extends Generation {
   text: string;
   /** The stop string or stop token id that ended the turn (null: the end-of-sequence token, or length). */
   stopReason: string | number | null;
+}
+
+/**
+ * The spec of choice `i` of a request, as completions and chat both sample it: the plan's sampling, its
+ * stop strings and ids, `ends` (the tokens that end a turn unless `ignore_eos`) also blocked until
+ * `min_tokens`, and `topLogprobs` alternatives per token.
+ */
+export function choiceSpec(
+  plan: SamplingPlan,
+  i: number,
+  o: {
+    prompt: number[];
+    maxTokens: number;
+    ends: readonly number[];
+    topLogprobs: number;
+    decode: ChoiceSpec["decode"];
+    onDelta?: ChoiceSpec["onDelta"];
+  },
+): ChoiceSpec {
+  const stopTokens = [...o.ends, ...plan.stopTokenIds];
+  return {
+    prompt: o.prompt,
+    seed: choiceSeed(plan.seed, i),
+    turn: {
+      maxNewTokens: o.maxTokens,
+      temperature: plan.temperature,
+      topK: plan.topK,
+      topP: plan.topP,
+      stopTokens,
+      constraints: { ...plan.constraints, minTokensBlocked: stopTokens },
+      topLogprobs: o.topLogprobs,
+    },
+    stop: plan.stop,
+    stopTokenIds: plan.stopTokenIds,
+    includeStop: plan.includeStop,
+    decode: o.decode,
+    onDelta: o.onDelta,
+  };
 }
 
 /** Samples one choice; `signal` (the client hung up) cancels it. */

@@ -47,15 +47,7 @@ export async function runProcess(
   signal?: AbortSignal,
 ): Promise<RunResult> {
   const start = performance.now();
-  const child = new Deno.Command(spec.command, {
-    args: spec.args,
-    cwd: spec.cwd,
-    clearEnv: true,
-    env: spec.env ?? {},
-    stdin: "piped",
-    stdout: "piped",
-    stderr: "piped",
-  }).spawn();
+  const child = spawnProcess(spec);
   let reason: KillReason | undefined;
   const kill = (why: KillReason) => {
     reason ??= why;
@@ -199,4 +191,17 @@ export class Capture {
     const text = new TextDecoder("utf-8", { fatal: false }).decode(bytes);
     return this.#truncated ? `${text}\n[output truncated at ${this.cap} bytes]` : text;
   }
+}
+
+/** Starts `spec` with a cleared environment (only `spec.env`) and all three streams piped. */
+export function spawnProcess(spec: ProcessSpec): Deno.ChildProcess {
+  return new Deno.Command(spec.command, {
+    args: spec.args,
+    cwd: spec.cwd,
+    clearEnv: true,
+    env: spec.env ?? {},
+    stdin: "piped",
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
 }

@@ -12,7 +12,14 @@
  */
 
 import type { Language, RunResult, SandboxLimits } from "./sandbox_types.ts";
-import { Capture, classify, PIPE_GRACE_MS, type ProcessSpec, stripMarker } from "./sandbox_process.ts";
+import {
+  Capture,
+  classify,
+  PIPE_GRACE_MS,
+  type ProcessSpec,
+  spawnProcess,
+  stripMarker,
+} from "./sandbox_process.ts";
 
 /** One program of a session group (`Sandbox.withSessions`). */
 export interface SessionRequest {
@@ -68,15 +75,7 @@ class ProcessSession implements SandboxSession {
   #end: Promise<SessionEnd> | undefined;
 
   constructor(private readonly spec: ProcessSpec, limits: SandboxLimits) {
-    this.#child = new Deno.Command(spec.command, {
-      args: spec.args,
-      cwd: spec.cwd,
-      clearEnv: true,
-      env: spec.env ?? {},
-      stdin: "piped",
-      stdout: "piped",
-      stderr: "piped",
-    }).spawn();
+    this.#child = spawnProcess(spec);
     this.#exited = this.#child.status.finally(() => this.#done = true);
     this.#timer = setTimeout(() => this.#kill("timeout"), limits.timeoutMs);
     this.#stdin = this.#child.stdin.getWriter();
