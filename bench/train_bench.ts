@@ -18,6 +18,7 @@ import { openModelDir, qwen3Weights } from "../lib/model/model_dir.ts";
 import { aggregationWeights, planMicroBatches, type TrainEpisode } from "../lib/train/batch.ts";
 import { accumulate } from "../lib/train/step.ts";
 import { Trainer } from "../lib/train/trainer.ts";
+import { ADVANTAGES, OLD_LOGPROBS } from "../lib/train/objective.ts";
 import { initLoraWeights } from "../lib/model/lora.ts";
 import { medianOf, peakRssMiB, resetPeakRss, timeMs } from "./measure.ts";
 import { mulberry32 } from "../lib/data/random.ts";
@@ -46,8 +47,10 @@ export function benchEpisodes(rows: number, length: number, vocab: number): Trai
     return {
       tokens,
       lossMask: Uint8Array.from(tokens, (_, t) => (t >= prompt ? 1 : 0)),
-      advantages: Float32Array.from(tokens, () => (i % 2 ? -1 : 1)),
-      oldLogprobs: Float32Array.from(tokens, (_, t) => (t >= prompt ? -11 - rand() : 0)),
+      inputs: {
+        [ADVANTAGES.name]: Float32Array.from(tokens, () => (i % 2 ? -1 : 1)),
+        [OLD_LOGPROBS.name]: Float32Array.from(tokens, (_, t) => (t >= prompt ? -11 - rand() : 0)),
+      },
     };
   });
 }
@@ -60,7 +63,7 @@ export async function benchTrain(dir: string, o: TrainBenchOptions) {
   resetPeakRss();
   let trainer: Trainer | undefined;
   const buildMs = await timeMs(async () => {
-    trainer = await Trainer.create(model, { lora: spec, objective: "grpo", withReference: false }, {
+    trainer = await Trainer.create(model, { lora: spec, objective: "clipped", withReference: false }, {
       threads: o.threads,
     });
   });
@@ -98,8 +101,8 @@ export async function writeBatchJson(path: string, episodes: TrainEpisode[]): Pr
   const body = {
     tokens: list((e) => e.tokens),
     loss_mask: list((e) => e.lossMask),
-    advantages: list((e) => e.advantages),
-    old_logprobs: list((e) => e.oldLogprobs),
+    advantages: list((e) => e.inputs[ADVANTAGES.name]),
+    old_logprobs: list((e) => e.inputs[OLD_LOGPROBS.name]),
     temperature: 1,
   };
   await Deno.writeTextFile(path, JSON.stringify(body));

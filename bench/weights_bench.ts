@@ -49,7 +49,7 @@ export async function benchWeights(dir: string, o: WeightsBenchOptions) {
   const options = { lora, threads: o.threads, sharedWeights };
   const opened = performance.now();
   const policy = await loadPolicy(dir, options);
-  const trainer = await Trainer.create(model, { lora, objective: "grpo", withReference: false }, options);
+  const trainer = await Trainer.create(model, { lora, objective: "clipped", withReference: false }, options);
   const openMs = performance.now() - opened;
   const rssOpen = rssMiB();
   const params = initLoraWeights(model.config, lora, 0);

@@ -28,7 +28,7 @@ function checkSpec(spec: FieldSpec, value: unknown, path: string, example: unkno
     case "string":
       return checkString(spec, value, path, example);
     case "choice":
-      return checkChoice(spec.choices, value, path);
+      return checkChoice(spec, value, path);
     case "list":
       return checkList(spec, value, path, example);
     case "weights":
@@ -129,8 +129,16 @@ function checkString(
   return value;
 }
 
-function checkChoice(choices: readonly string[], value: unknown, path: string): string {
+function checkChoice(spec: FieldSpec & { kind: "choice" }, value: unknown, path: string): string {
+  const { choices, retired } = spec;
   if (typeof value === "string" && choices.includes(value)) return value;
+  if (typeof value === "string" && retired && Object.hasOwn(retired, value)) {
+    throw new UserError(`config key ${path}`, {
+      value,
+      why: `${value} is no longer a choice of ${path}; valid: ${choices.join(", ")}`,
+      fix: retired[value],
+    });
+  }
   const guess = typeof value === "string" ? closest(value, choices) : undefined;
   throw new UserError(`config key ${path}`, {
     value,

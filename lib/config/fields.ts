@@ -21,7 +21,12 @@ export type FieldSpec =
   }
   | { readonly kind: "bool" }
   | { readonly kind: "string"; readonly allowEmpty?: boolean }
-  | { readonly kind: "choice"; readonly choices: readonly string[] }
+  | {
+    readonly kind: "choice";
+    readonly choices: readonly string[];
+    /** Values that were once valid, each with the one-line fix that replaces it (refused at load). */
+    readonly retired?: Readonly<Record<string, string>>;
+  }
   | {
     readonly kind: "list";
     readonly item: FieldSpec;
@@ -116,11 +121,11 @@ export function str<N extends boolean = false>(
   return make({ kind: "string", allowEmpty: o.allowEmpty }, o);
 }
 
-/** One of a closed set of strings. */
+/** One of a closed set of strings; `retired` values are refused with their own fix. */
 export function choice<const C extends readonly string[], N extends boolean = false>(
-  o: Common<NoInfer<C[number]>, N> & { choices: C },
+  o: Common<NoInfer<C[number]>, N> & { choices: C; retired?: Readonly<Record<string, string>> },
 ): Field<C[number] | Null<N>> {
-  return make({ kind: "choice", choices: o.choices }, o);
+  return make({ kind: "choice", choices: o.choices, retired: o.retired }, o);
 }
 
 /** A list of distinct names from a closed set (YAML flow `[q, v]` on the command line). */

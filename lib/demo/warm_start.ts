@@ -60,7 +60,15 @@ export function warmStartConfig(config: Config, s: WarmStartSettings): Config {
       num_iterations: 1,
       optimizer: { ...t.optimizer, lr: s.lr },
       schedule: { name: "cosine", warmup_steps: s.warmupSteps, min_lr_ratio: 0.1 },
-      loss: { ...t.loss, aggregation: "sft", eps_low: 0.2, eps_high: 0.2, beta: 0, rollout_is: "none" },
+      loss: {
+        ...t.loss,
+        objective: "sft",
+        aggregation: "token_mean",
+        eps_low: 0.2,
+        eps_high: 0.2,
+        beta: 0,
+        rollout_is: "none",
+      },
     },
     loop: { ...config.loop, steps: s.steps },
   };

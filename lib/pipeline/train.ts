@@ -20,6 +20,7 @@ import { adapterId } from "../model/adapter_id.ts";
 import { readQwen3Config } from "../model/hf_config.ts";
 import { episodesOf, samplingTemperature } from "../train/episodes.ts";
 import { type StepMetrics, type StepSettings, trainOnBatch } from "../train/step.ts";
+import { algorithmOf, policyLossOf, tokenInputsOf } from "../train/algorithm.ts";
 import type { StageFile } from "../arrow/stage_file.ts";
 import { type CheckpointOutput, stageFileOf, type StageInput } from "./output.ts";
 import type { Session } from "./session.ts";
@@ -46,8 +47,9 @@ export async function train(
 ): Promise<CheckpointOutput<TrainSummary>> {
   const { config } = session;
   const file = stageFileOf(batch, "batch");
-  const vocab = (await readQwen3Config(resolve(config.model.path))).vocab_size;
-  const episodes = episodesOf(file, vocab, checkedRows(file, request.rows));
+  const vocabSize = (await readQwen3Config(resolve(config.model.path))).vocab_size;
+  const inputs = tokenInputsOf(algorithmOf(config.train));
+  const episodes = episodesOf(file, { inputs, vocabSize, rows: checkedRows(file, request.rows) });
   const ts = await session.trainer();
   const { adapter, optimizer } = ts.checkpoint;
   const metrics = await trainOnBatch(ts.trainer, episodes, adapter.weights, optimizer, {
@@ -79,7 +81,7 @@ export async function train(
 /** The train settings of one batch: the one place config maps to the trainer's options. */
 export function stepSettingsOf(config: Config, batch: StageFile): StepSettings {
   const { train: c, rollout, loop } = config;
-  const sft = c.loss.aggregation === "sft";
+  const readsOld = policyLossOf(algorithmOf(c)).readsOldLogprobs;
   return {
     aggregation: c.loss.aggregation,
     maxResponseTokens: c.loss.max_response_tokens ?? rollout.generation.max_total_tokens,
@@ -95,7 +97,7 @@ export function stepSettingsOf(config: Config, batch: StageFile): StepSettings {
       beta: c.loss.beta,
     },
     seed: c.seed,
-    rolloutIs: c.loss.rollout_is === "none" || sft
+    rolloutIs: c.loss.rollout_is === "none" || !readsOld
       ? undefined
       : { mode: c.loss.rollout_is, cap: c.loss.rollout_is_cap },
   };

@@ -1,13 +1,13 @@
 /**
- * From episodes (token lists with per-token mask, advantages and rollout log-probs) to the train
- * graph's micro-batches: aggregation weights over the whole optimizer batch, packing under a token
- * budget, and the one-position shift between a token and the row whose logits predict it.
+ * From episodes (token lists with per-token mask and the per-token inputs the algorithm declares:
+ * algorithm.ts) to the train graph's micro-batches: aggregation weights over the whole optimizer batch,
+ * packing under a token budget, and the one-position shift between a token and the row whose logits
+ * predict it.
  *
  * Aggregations (docs/DESIGN.md), as a weight per token so that a micro-batch's loss is `Σ weight · l`:
  *   token_mean               m / Σ m                         (over the whole batch)
  *   seq_mean_token_mean      m / (Σ_t m_i · E)               E = episodes with at least one masked token
  *   seq_mean_token_sum_norm  m / (N_episodes · max_response_tokens)     (Dr. GRPO)
- *   sft                      as token_mean, with l = -lp
  * A batch without masked tokens gets zero weights (zero loss, zero gradient), never a division by zero.
  * Token 0 never counts: no logits predict it.
  *
@@ -20,14 +20,14 @@ import { packRows } from "../engine/pack.ts";
 export interface TrainEpisode {
   tokens: ArrayLike<number>;
   lossMask: ArrayLike<number>;
-  advantages: ArrayLike<number>;
-  /** Rollout log-probs (the "old" policy), at the sampling temperature. */
-  oldLogprobs: ArrayLike<number>;
-  /** Reference (adapter off) log-probs, when the loss has a KL term. */
-  refLogprobs?: ArrayLike<number>;
+  /**
+   * The algorithm's per-token inputs by graph-input name (objective.ts `TokenInput`): e.g. the rollout
+   * log-probs as `old_logprobs`, `advantages`, and `ref_logprobs` once the trainer computed them.
+   */
+  inputs: Readonly<Record<string, ArrayLike<number>>>;
 }
 
-export type Aggregation = "token_mean" | "seq_mean_token_mean" | "seq_mean_token_sum_norm" | "sft";
+export type Aggregation = "token_mean" | "seq_mean_token_mean" | "seq_mean_token_sum_norm";
 
 /** Per-token loss weights of every episode (aligned with its tokens). */
 export function aggregationWeights(
@@ -66,9 +66,8 @@ export interface MicroBatch {
   headCount: number;
   targets: BigInt64Array; // [M]: token i + 1 of the row
   weights: Float32Array; // [M]
-  old: Float32Array; // [M]
-  advantages: Float32Array; // [M]
-  ref?: Float32Array; // [M]
+  /** The episodes' per-token inputs at the head rows, by graph-input name, each `[M]`. */
+  inputs: Record<string, Float32Array>;
   /** Head rows per chunk; divides M. */
   chunk: number;
 }
@@ -112,9 +111,12 @@ function layOut(
     }
   });
   const M = roundUp(Math.max(head.length, 1), HEAD_STEP);
-  const withRef = group.every((i) => episodes[i].refLogprobs !== undefined);
   const column = (f: (h: typeof head[number]) => number) =>
     Float32Array.from({ length: M }, (_, j) => (j < head.length ? f(head[j]) : 0));
+  const inputs: Record<string, Float32Array> = {};
+  for (const name of sharedInputs(group.map((i) => episodes[i]))) {
+    inputs[name] = column((h) => h.e.inputs[name][h.t]);
+  }
   return {
     episodes: group,
     rows: B,
@@ -128,9 +130,7 @@ function layOut(
       (_, j) => BigInt(j < head.length ? head[j].e.tokens[head[j].t] : 0),
     ),
     weights: column((h) => h.w),
-    old: column((h) => h.e.oldLogprobs[h.t]),
-    advantages: column((h) => h.e.advantages[h.t]),
-    ref: withRef ? column((h) => h.e.refLogprobs![h.t]) : undefined,
+    inputs,
     chunk: largestDivisorAtMost(M, maxChunk),
   };
 }
@@ -147,6 +147,13 @@ export function unshift(out: Float32Array, mb: MicroBatch, row: number, length: 
     if (i >= 0 && i + 1 < length) values[i + 1] = out[j];
   }
   return values;
+}
+
+/** The input names every episode of a micro-batch carries, in the first episode's order. */
+function sharedInputs(group: readonly TrainEpisode[]): string[] {
+  return Object.keys(group[0]?.inputs ?? {}).filter((name) =>
+    group.every((e) => e.inputs[name] !== undefined)
+  );
 }
 
 function largestDivisorAtMost(n: number, limit: number): number {

@@ -1,5 +1,5 @@
 /**
- * Demonstrations as a `batch.arrow` for a supervised warm start (`train.loss.aggregation: sft`): each
+ * Demonstrations as a `batch.arrow` for a supervised warm start (`train.loss.objective: sft`): each
  * task's prompt rendered by the chat template, then a given assistant response, trained on the
  * response tokens only. The file is a complete batch file (every rollouts, scored and batch column),
  * so the train stage, notebooks and later stages read it like any other.

@@ -1,12 +1,14 @@
 /**
- * Training episodes from a `batch.arrow` stage file: tokens, loss mask, advantages and the rollout
- * log-probs, zero-copy views of the file's list columns.
+ * Training episodes from a `batch.arrow` stage file: tokens, loss mask and the per-token inputs the
+ * algorithm declares (algorithm.ts: e.g. the rollout log-probs and the advantages), zero-copy views of the
+ * file's list columns.
  *
  * The trainer refuses a batch it cannot read whole before the model loads: every per-token list the
  * batch kind declares (`sampled`, `logprobs`, `turn_idx`, `loss_mask`, `advantages`) has one entry per
  * token in every row, `prompt_len` lies within the row's tokens, and every token id is below the
- * model's vocabulary. A file read from disk was already checked by the reader (lib/arrow/validate.ts);
- * these checks also cover batches built in memory (the loop, notebooks) and the model-dependent one.
+ * model's vocabulary; a column a declared input reads must be there. A file read from disk was already
+ * checked by the reader (lib/arrow/validate.ts); these checks also cover batches built in memory (the
+ * loop, notebooks) and the model-dependent one.
  *
  * @module
  */
@@ -15,25 +17,36 @@ import { resolveKind } from "../arrow/kinds.ts";
 import type { StageFile } from "../arrow/stage_file.ts";
 import { UserError } from "../errors.ts";
 import type { TrainEpisode } from "./batch.ts";
+import type { TokenInput } from "./objective.ts";
 
 /** The batch kind's per-token list columns, from its declaration. */
 const PER_TOKEN = resolveKind("batch").allColumns.filter((c) => c.perToken).map((c) => c.name);
 
+/** Which rows, with which inputs, checked against which vocabulary. */
+export interface EpisodeOptions {
+  /** The declared per-token inputs to read (those with a column); default none. */
+  inputs?: readonly TokenInput[];
+  /** Token ids must be below it. */
+  vocabSize?: number;
+  /** The rows to read (default all, in order). */
+  rows?: Iterable<number>;
+}
+
 /**
- * The rows of `batch` (default all, in order) as training episodes; a row whose per-token lists,
- * prompt_len or token ids (with `vocabSize`, below it) do not fit its tokens is refused with a UserError
- * naming it.
+ * The rows of `batch` as training episodes; a row whose per-token lists, prompt_len or token ids (with
+ * `vocabSize`, below it) do not fit its tokens is refused with a UserError naming it, as is a batch
+ * without a column a declared input reads.
  */
-export function episodesOf(
-  batch: StageFile,
-  vocabSize?: number,
-  rows: Iterable<number> = Array.from({ length: batch.rows }, (_, i) => i),
-): TrainEpisode[] {
+export function episodesOf(batch: StageFile, o: EpisodeOptions = {}): TrainEpisode[] {
+  const inputs = (o.inputs ?? []).filter((i) => i.column !== null);
+  requireInputColumns(batch, inputs);
+  const perToken = [...new Set([...PER_TOKEN, ...inputs.map((i) => i.column!)])];
   const out: TrainEpisode[] = [];
   const promptLen = batch.vector("prompt_len");
-  for (const i of rows) {
+  const vocabSize = o.vocabSize;
+  for (const i of o.rows ?? Array.from({ length: batch.rows }, (_, i) => i)) {
     const tokens = batch.listAt<Int32Array>("tokens", i);
-    for (const name of PER_TOKEN) {
+    for (const name of perToken) {
       const n = batch.listAt(name, i).length;
       if (n !== tokens.length) {
         refuseRow(batch, name, i, n, `it must have one entry per token (${tokens.length})`);
@@ -47,11 +60,21 @@ export function episodesOf(
     out.push({
       tokens,
       lossMask: batch.listAt<Uint8Array>("loss_mask", i),
-      advantages: batch.listAt<Float32Array>("advantages", i),
-      oldLogprobs: batch.listAt<Float32Array>("logprobs", i),
+      inputs: Object.fromEntries(inputs.map((d) => [d.name, batch.listAt<Float32Array>(d.column!, i)])),
     });
   }
   return out;
+}
+
+/** Refuses a batch without a column that a declared input reads, naming the column and the input. */
+function requireInputColumns(batch: StageFile, inputs: readonly TokenInput[]): void {
+  for (const input of inputs) {
+    if (batch.has(input.column!)) continue;
+    throw new UserError(`stage file ${batch.path}: column "${input.column}"`, {
+      why: `the train stage reads it as ${input.name} (${input.doc}) and the file has none`,
+      fix: "re-run deno task mask (and the stages before it) with the config you train with",
+    });
+  }
 }
 
 function checkTokenIds(batch: StageFile, row: number, tokens: Int32Array, vocabSize: number): void {

@@ -6,7 +6,7 @@
  *   z    = (h · invT) Wᵀ                     [C, V]   logits at the sampling temperature
  *   ls   = log_softmax(z)                    [C, V]
  *   lp   = ls[target]                        [C]      current policy log-probs
- *   l    = objective(lp, old, A, ref, …)     [C]      (objective.ts)
+ *   l    = objective(lp, inputs…)            [C]      (objective.ts: its declared per-token inputs)
  *   L_c  = Σ weight · l                      []
  *   g    = dL_c / dlp                        [C]      by autodiff over the objective's ops
  *   dh   = invT · (g ⊙ W[target] − (g ⊙ softmax(z)) W)   [C, H]
@@ -34,9 +34,8 @@ export interface HeadLossInputs {
   hidden: Value; // [N, H] after the final norm
   targets: Value; // int64 [N]: the token each row predicts
   weights: Value; // [N]: aggregation weight (0 off the loss mask)
-  old: Value; // [N]
-  advantages: Value; // [N]
-  ref?: Value; // [N]
+  /** The objective's declared per-token inputs by name, each `[N]`, in graph-input order. */
+  inputs: Readonly<Record<string, Value>>;
   invT: Value; // []
   epsLow: Value;
   epsHigh: Value;
@@ -74,15 +73,13 @@ export function fusedHeadLoss(
       const end = Add.emit(b, start, Unsqueeze.emit(b, x.chunk, [0])); // [1]
       const rows = (v: Value) => shaped(Slice.emit(b, v, start, end, [0]), ["C"]); // [C]
       const hidden = shaped(Slice.emit(b, x.hidden, start, end, [0]), ["C", hiddenSize]); // [C, H]
+      const targets = rows(x.targets);
+      const weights = rows(x.weights);
+      const inputs = Object.fromEntries(Object.entries(x.inputs).map(([name, v]) => [name, rows(v)]));
       const out = chunkStep(
         b,
-        { ...x, hidden, targets: rows(x.targets) },
-        {
-          weights: rows(x.weights),
-          old: rows(x.old),
-          advantages: rows(x.advantages),
-          ref: x.ref && rows(x.ref),
-        },
+        { ...x, hidden, targets },
+        { weights, inputs },
         w,
         objective,
         logSoftmax,
@@ -107,9 +104,7 @@ export function fusedHeadLoss(
 
 interface ChunkRows {
   weights: Value;
-  old: Value;
-  advantages: Value;
-  ref?: Value;
+  inputs: Readonly<Record<string, Value>>;
 }
 
 function chunkStep(
@@ -124,7 +119,13 @@ function chunkStep(
   const ls = logSoftmax(b, z); // [C, V]
   const target = Unsqueeze.emit(b, x.targets, [1]); // [C, 1]
   const logprobs = shaped(Squeeze.emit(b, GatherElements.emit(b, ls, target, 1), [1]), ["C"]); // [C]
-  const inputs: TokenInputs = { ...rows, logprobs, epsLow: x.epsLow, epsHigh: x.epsHigh, beta: x.beta };
+  const inputs: TokenInputs = {
+    inputs: rows.inputs,
+    logprobs,
+    epsLow: x.epsLow,
+    epsHigh: x.epsHigh,
+    beta: x.beta,
+  };
   const parts = objective(b, inputs);
   const loss = ReduceSum.emit(b, Mul.emit(b, rows.weights, parts.loss), [0], { keepdims: false }); // []
   const [dlp] = backward(b, [{ value: loss, grad: b.scalar(1) }], [logprobs]); // [C]

@@ -1,16 +1,22 @@
 /**
- * The per-token training objectives of docs/DESIGN.md ("The objective"), as graph compositions. Each is a
- * separate function picked once from config (`train.loss.aggregation`), never an `if` inside a loss.
+ * The policy losses of docs/DESIGN.md ("The objective"), as records picked once by name
+ * (`train.loss.objective`) from `POLICY_LOSSES`, never an `if` inside a loss. Each record declares the
+ * per-token inputs it reads (a batch column → a train-graph input) and builds its per-token loss as a
+ * graph composition; the batch builder, the micro-batches, the train graph's inputs and the trainer's
+ * feeds loop over those declarations (algorithm.ts), so no file of the trainer names them.
  *
- *   r   = exp(lp - old)
- *   pg  = -min(r · A, clip(r, 1 - eps_low, 1 + eps_high) · A)
- *   kl  = exp(ref - lp) - (ref - lp) - 1          (k3; only when beta > 0)
- *   l   = pg + beta · kl
- *   sft: l = -lp
+ *   clipped:  r   = exp(lp - old)
+ *             pg  = -min(r · A, clip(r, 1 - eps_low, 1 + eps_high) · A)
+ *             kl  = exp(ref - lp) - (ref - lp) - 1          (k3; only when beta > 0)
+ *             l   = pg + beta · kl
+ *   sft:      l   = -lp                                     (supervised warm start)
  *
  * The aggregation (token_mean, seq_mean_token_mean, seq_mean_token_sum_norm) is a per-token weight
  * computed over the whole optimizer batch before the micro-batches run (batch.ts), so the loss of a
  * micro-batch is `Σ weight · l` and micro-batch gradients add up to the whole batch's.
+ *
+ * Names: `clipped` is PPO's clipped surrogate as GRPO, Dr. GRPO, RLOO and PPO use it (verl's policy loss
+ * mode "vanilla"); `sft` is TRL's name for supervised fine-tuning.
  *
  * Deviations from the papers: none in the formula. As in TRL and verl, the gradient through `min` and
  * `clip` is the subgradient autodiff gives (zero where the clipped branch is selected and r is outside
@@ -26,12 +32,41 @@ import { OPS } from "../onnx/ops.ts";
 
 const { Add, And, Cast, Clip, Exp, Greater, Less, Min, Mul, Neg, Or, Sub } = OPS;
 
+/**
+ * A per-token input of the train graph. `name` is its graph input and the key of its per-token array in
+ * training episodes and micro-batches; `column` is the batch column it is read from, or null for one the
+ * trainer computes itself (the reference log-probs, from a pass with the adapter off).
+ */
+export interface TokenInput {
+  name: string;
+  column: string | null;
+  doc: string;
+}
+
+/** The rollout's log-probs, the "old" policy of the ratio. */
+export const OLD_LOGPROBS: TokenInput = {
+  name: "old_logprobs",
+  column: "logprobs",
+  doc: "rollout log-probs (the old policy of the ratio)",
+};
+/** The mask stage's per-token advantages. */
+export const ADVANTAGES: TokenInput = {
+  name: "advantages",
+  column: "advantages",
+  doc: "per-token advantage",
+};
+/** The base model's log-probs (adapter off), computed by the trainer when beta > 0. */
+export const REF_LOGPROBS: TokenInput = {
+  name: "ref_logprobs",
+  column: null,
+  doc: "reference log-probs (adapter off), computed by the trainer",
+};
+
 /** Per-token inputs of a chunk, each `[C]`, and the run's scalars. */
 export interface TokenInputs {
   logprobs: Value; // current policy log-probs (differentiable)
-  old: Value; // rollout log-probs
-  advantages: Value;
-  ref?: Value; // reference log-probs (adapter off), when beta > 0
+  /** The declared inputs by name, each `[C]`. */
+  inputs: Readonly<Record<string, Value>>;
   epsLow: Value; // []
   epsHigh: Value; // []
   beta: Value; // []
@@ -49,19 +84,21 @@ export interface TokenLoss {
 /** Builds one objective's per-token loss. */
 export type Objective = (g: GraphBuilder, x: TokenInputs) => TokenLoss;
 
-/** GRPO's clipped surrogate, plus `beta · k3` when a reference is given. */
+/** GRPO's (and PPO's) clipped surrogate, plus `beta · k3` when a reference is given. */
 export const clippedSurrogate: Objective = (g, x) => {
-  const ratio = Exp.emit(g, Sub.emit(g, x.logprobs, x.old)); // [C]
+  const old = x.inputs[OLD_LOGPROBS.name], advantages = x.inputs[ADVANTAGES.name];
+  const ref: Value | undefined = x.inputs[REF_LOGPROBS.name];
+  const ratio = Exp.emit(g, Sub.emit(g, x.logprobs, old)); // [C]
   const low = Sub.emit(g, 1, x.epsLow); // []
   const high = Add.emit(g, 1, x.epsHigh); // []
-  const unclipped = Mul.emit(g, ratio, x.advantages); // [C]
-  const clippedTerm = Mul.emit(g, Clip.emit(g, ratio, low, high), x.advantages); // [C]
+  const unclipped = Mul.emit(g, ratio, advantages); // [C]
+  const clippedTerm = Mul.emit(g, Clip.emit(g, ratio, low, high), advantages); // [C]
   const pg = Neg.emit(g, Min.emit(g, unclipped, clippedTerm)); // [C]
-  const below = And.emit(g, Less.emit(g, ratio, low), Less.emit(g, x.advantages, 0)); // [C]
-  const above = And.emit(g, Greater.emit(g, ratio, high), Greater.emit(g, x.advantages, 0)); // [C]
+  const below = And.emit(g, Less.emit(g, ratio, low), Less.emit(g, advantages, 0)); // [C]
+  const above = And.emit(g, Greater.emit(g, ratio, high), Greater.emit(g, advantages, 0)); // [C]
   const clipped = Cast.emit(g, Or.emit(g, below, above), "float32"); // [C]
-  if (!x.ref) return { loss: pg, pg, kl: Mul.emit(g, pg, 0), clipped };
-  const kl = k3(g, x.logprobs, x.ref); // [C]
+  if (!ref) return { loss: pg, pg, kl: Mul.emit(g, pg, 0), clipped };
+  const kl = k3(g, x.logprobs, ref); // [C]
   return { loss: Add.emit(g, pg, Mul.emit(g, kl, x.beta)), pg, kl, clipped };
 };
 
@@ -77,3 +114,39 @@ export function k3(g: GraphBuilder, lp: Value, ref: Value): Value {
   const d = Sub.emit(g, ref, lp); // [C]
   return Sub.emit(g, Sub.emit(g, Exp.emit(g, d), d), 1); // [C]
 }
+
+/** A policy loss: its per-token loss and the per-token inputs it reads. */
+export interface PolicyLoss {
+  name: PolicyLossName;
+  /** One line: what it computes. */
+  doc: string;
+  /** The per-token inputs it always reads, in graph-input order. */
+  inputs: readonly TokenInput[];
+  /** Its KL term's reference input, read when `train.loss.beta` > 0 (absent: no KL term). */
+  reference?: TokenInput;
+  /** Whether it reads the rollout's log-probs, so `train.loss.rollout_is` can recompute them. */
+  readsOldLogprobs: boolean;
+  tokenLoss: Objective;
+}
+
+/** `train.loss.objective`'s names. */
+export type PolicyLossName = "clipped" | "sft";
+
+/** Every policy loss by its `train.loss.objective` name. */
+export const POLICY_LOSSES: Readonly<Record<PolicyLossName, PolicyLoss>> = {
+  clipped: {
+    name: "clipped",
+    doc: "PPO's clipped surrogate on the advantages, plus beta x k3 KL to the base model",
+    inputs: [OLD_LOGPROBS, ADVANTAGES],
+    reference: REF_LOGPROBS,
+    readsOldLogprobs: true,
+    tokenLoss: clippedSurrogate,
+  },
+  sft: {
+    name: "sft",
+    doc: "negative log-likelihood of the masked tokens (supervised warm start)",
+    inputs: [],
+    readsOldLogprobs: false,
+    tokenLoss: negativeLogLikelihood,
+  },
+};

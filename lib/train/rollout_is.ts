@@ -28,6 +28,7 @@
 
 import type { LoraWeights } from "../model/lora.ts";
 import { planMicroBatches, type TrainEpisode, unshift } from "./batch.ts";
+import { OLD_LOGPROBS } from "./objective.ts";
 import type { LossScalars, Trainer } from "./trainer.ts";
 
 export type RolloutIsMode = "none" | "truncate" | "mask";
@@ -90,7 +91,7 @@ export function correctedBatch(
   const corrected = episodes.map((e, i) =>
     Float32Array.from(weights[i], (w, t) => {
       if (w === 0) return 0;
-      const diff = oldTrainer[i][t] - e.oldLogprobs[t];
+      const diff = oldTrainer[i][t] - e.inputs[OLD_LOGPROBS.name][t];
       const rho = Math.exp(diff);
       tokens += 1;
       absDiff += Math.abs(diff);
@@ -99,7 +100,10 @@ export function correctedBatch(
     })
   );
   return {
-    episodes: episodes.map((e, i) => ({ ...e, oldLogprobs: withZeros(oldTrainer[i]) })),
+    episodes: episodes.map((e, i) => ({
+      ...e,
+      inputs: { ...e.inputs, [OLD_LOGPROBS.name]: withZeros(oldTrainer[i]) },
+    })),
     weights: corrected,
     stats: {
       rollout_logprob_diff: tokens > 0 ? absDiff / tokens : 0,

@@ -30,6 +30,8 @@ import {
 } from "./optimizer.ts";
 import type { LossScalars, Trainer } from "./trainer.ts";
 import { correctedBatch, type RolloutIs, type RolloutIsStats, trainerLogprobs } from "./rollout_is.ts";
+import type { TokenInput } from "./objective.ts";
+import { referenceInputOf } from "./algorithm.ts";
 
 /** The train settings a batch needs (`train` in config.yaml, plus the sampling temperature). */
 export interface StepSettings {
@@ -75,7 +77,10 @@ export async function trainOnBatch(
   state: OptimizerState,
   s: StepSettings,
 ): Promise<StepMetrics[]> {
-  if (s.scalars.beta > 0) episodes = await withReference(trainer, episodes, params, s);
+  const reference = referenceInputOf(trainer.spec);
+  if (reference && s.scalars.beta > 0) {
+    episodes = await withReference(trainer, reference, episodes, params, s);
+  }
   let weights = aggregationWeights(episodes, s.aggregation, s.maxResponseTokens);
   let mismatch: RolloutIsStats | undefined;
   if (s.rolloutIs) {
@@ -137,21 +142,21 @@ export async function accumulate(
   return sums;
 }
 
-/** Episodes with `refLogprobs`: the train graph's log-probs with the adapter off (scale 0). */
+/** Episodes with the `reference` input: the train graph's log-probs with the adapter off (scale 0). */
 async function withReference(
   trainer: Trainer,
+  reference: TokenInput,
   episodes: readonly TrainEpisode[],
   params: LoraWeights,
   s: StepSettings,
 ): Promise<TrainEpisode[]> {
   const ones = episodes.map((e) => new Float32Array(e.tokens.length).fill(1));
-  const out: TrainEpisode[] = episodes.map((e) => ({ ...e }));
+  const out = episodes.map((e) => ({ ...e, inputs: { ...e.inputs } }));
   for (const mb of planMicroBatches(episodes, ones, s.microBatchTokens, trainer.maxChunk)) {
     const result = await trainer.run(mb, params, s.scalars, 0);
-    mb.episodes.forEach((
-      e,
-      row,
-    ) => (out[e].refLogprobs = unshift(result.logprobs, mb, row, episodes[e].tokens.length)));
+    mb.episodes.forEach((e, row) => {
+      out[e].inputs[reference.name] = unshift(result.logprobs, mb, row, episodes[e].tokens.length);
+    });
   }
   return out;
 }

@@ -9,9 +9,10 @@
  * Inputs (B rows of T tokens, right-padded, N = B·T; the head runs on M of the N positions, those
  * with loss weight, and each head row's values describe the token its logits predict):
  *   input_ids int64 [B, T] · position_ids int64 [B, T] · head_rows int64 [M] (flat positions) ·
- *   targets int64 [M] · loss_weights [M] · old_logprobs [M] · advantages [M] · ref_logprobs [M]
- *   (only with a reference) · temperature [] · eps_low [] · eps_high [] · beta [] ·
- *   chunk int64 [] (divides M) · LoRA inputs
+ *   targets int64 [M] · loss_weights [M] · the algorithm's per-token inputs [M] each, in the order
+ *   algorithm.ts declares them (clipped: old_logprobs, advantages, and ref_logprobs with a reference;
+ *   sft: none) · temperature [] · eps_low [] · eps_high [] · beta [] · chunk int64 [] (divides M) ·
+ *   LoRA inputs
  * Outputs:
  *   logprobs, pg, kl, clipped, entropy [M] · loss [] · grad.<PEFT key> per LoRA tensor
  *
@@ -33,7 +34,7 @@ import type { ExecutionProvider } from "../ort/providers.ts";
 import type { SharedTensor, SharedWeights } from "../model/shared_weights.ts";
 import { causalAttention, shaped } from "./attention.ts";
 import { fusedHeadLoss } from "./head_loss.ts";
-import { clippedSurrogate, negativeLogLikelihood, type Objective } from "./objective.ts";
+import { type AlgorithmSpec, policyLossOf, tokenInputsOf } from "./algorithm.ts";
 
 const { Gather, Reshape, ScatterND, Shape, Unsqueeze } = OPS;
 
@@ -44,9 +45,6 @@ export const TRAIN_IO = {
   headRows: "head_rows",
   targets: "targets",
   weights: "loss_weights",
-  old: "old_logprobs",
-  advantages: "advantages",
-  ref: "ref_logprobs",
   temperature: "temperature",
   epsLow: "eps_low",
   epsHigh: "eps_high",
@@ -61,18 +59,11 @@ export const TRAIN_IO = {
   grad: (key: string) => `grad.${key}`,
 } as const;
 
-/** Which train graph: LoRA shape, objective, and whether a reference (KL) term is in the loss. */
-export interface TrainGraphSpec {
+/** Which train graph: LoRA shape, and the algorithm (objective, reference) that declares its inputs. */
+export interface TrainGraphSpec extends AlgorithmSpec {
   lora: LoraShape;
-  objective: "grpo" | "sft";
-  withReference: boolean;
   ep?: ExecutionProvider;
 }
-
-const OBJECTIVES: Record<TrainGraphSpec["objective"], Objective> = {
-  grpo: clippedSurrogate,
-  sft: negativeLogLikelihood,
-};
 
 /** A built train model. */
 export interface TrainModel {
@@ -94,9 +85,7 @@ export function buildTrainModel(model: ModelDir, spec: TrainGraphSpec, shared?: 
   const rowInput = (name: string, dtype: "float32" | "int64" = "float32") => g.input(name, dtype, ["M"]); // [M]
   const targets = rowInput(TRAIN_IO.targets, "int64");
   const weightsIn = rowInput(TRAIN_IO.weights);
-  const old = rowInput(TRAIN_IO.old);
-  const advantages = rowInput(TRAIN_IO.advantages);
-  const ref = spec.withReference ? rowInput(TRAIN_IO.ref) : undefined;
+  const tokenInputs = Object.fromEntries(tokenInputsOf(spec).map((i) => [i.name, rowInput(i.name)]));
   const scalar = (name: string) => g.input(name, "float32", []);
   const temperature = scalar(TRAIN_IO.temperature);
   const [epsLow, epsHigh, beta] = [scalar(TRAIN_IO.epsLow), scalar(TRAIN_IO.epsHigh), scalar(TRAIN_IO.beta)];
@@ -119,9 +108,7 @@ export function buildTrainModel(model: ModelDir, spec: TrainGraphSpec, shared?: 
       hidden: headHidden,
       targets,
       weights: weightsIn,
-      old,
-      advantages,
-      ref,
+      inputs: tokenInputs,
       invT: inverseTemperature(g, temperature),
       epsLow,
       epsHigh,
@@ -130,7 +117,7 @@ export function buildTrainModel(model: ModelDir, spec: TrainGraphSpec, shared?: 
     },
     headWeight(cfg, weights),
     cfg.hidden_size,
-    OBJECTIVES[spec.objective],
+    policyLossOf(spec).tokenLoss,
     logSoftmax,
   );
 

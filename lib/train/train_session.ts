@@ -22,6 +22,7 @@ import type { SharedWeights } from "../model/shared_weights.ts";
 import { type Checkpoint, loadCheckpoint, loraDifferences, STATE_FILE } from "./checkpoint.ts";
 import { initOptimizerState } from "./optimizer.ts";
 import { Trainer } from "./trainer.ts";
+import { algorithmOf } from "./algorithm.ts";
 
 /** The LoRA spec of `train.lora`. */
 export function loraSpecOf(train: TrainConfig): LoraSpec {
@@ -101,8 +102,7 @@ export class TrainSession {
       : freshCheckpoint(dir, spec, train);
     const trainer = await Trainer.create(dir, {
       lora: spec,
-      objective: train.loss.aggregation === "sft" ? "sft" : "grpo",
-      withReference: train.loss.beta > 0,
+      ...algorithmOf(train),
       ep: model.ep,
     }, { threads: model.threads, sharedWeights: shared.weights });
     return new TrainSession(dir, trainer, checkpoint, baseConfigSha256);

@@ -24,6 +24,8 @@ import {
 import type { HostTensor } from "../ort/value.ts";
 import type { MicroBatch } from "./batch.ts";
 import { buildTrainModel, TRAIN_IO, type TrainGraphSpec } from "./train_graph.ts";
+import { tokenInputsOf } from "./algorithm.ts";
+import type { TokenInput } from "./objective.ts";
 
 /** The run's scalars. */
 export interface LossScalars {
@@ -49,6 +51,8 @@ export class Trainer {
   readonly spec: TrainGraphSpec & { lora: LoraSpec };
   /** Rows of logits the head computes at once, at most. */
   readonly maxChunk: number;
+  /** The graph's per-token inputs, as the algorithm declares them (algorithm.ts). */
+  readonly tokenInputs: readonly TokenInput[];
   readonly #session: EngineSession;
 
   private constructor(
@@ -60,6 +64,7 @@ export class Trainer {
     this.spec = spec;
     this.#session = session;
     this.maxChunk = headChunkRows(model.config.vocab_size);
+    this.tokenInputs = tokenInputsOf(spec);
   }
 
   /** Train graphs built and sessions opened in this process (a run should build one: tests count). */
@@ -101,8 +106,6 @@ export class Trainer {
       [TRAIN_IO.headRows]: i64(mb.headRows, head),
       [TRAIN_IO.targets]: i64(mb.targets, head),
       [TRAIN_IO.weights]: f32(mb.weights),
-      [TRAIN_IO.old]: f32(mb.old),
-      [TRAIN_IO.advantages]: f32(mb.advantages),
       [TRAIN_IO.temperature]: scalar(s.temperature),
       [TRAIN_IO.epsLow]: scalar(s.epsLow),
       [TRAIN_IO.epsHigh]: scalar(s.epsHigh),
@@ -110,7 +113,7 @@ export class Trainer {
       [TRAIN_IO.chunk]: i64(BigInt64Array.of(BigInt(mb.chunk)), []),
       [LORA_SCALE_INPUT]: scalar(scale),
     };
-    if (this.spec.withReference) inputs[TRAIN_IO.ref] = f32(mb.ref ?? new Float32Array(mb.headRows.length));
+    for (const input of this.tokenInputs) inputs[input.name] = f32(this.#tokenFeed(mb, input));
     const keys = loraTensorSpecs(this.model.config, this.spec.lora);
     for (const t of keys) inputs[t.key] = f32(params.get(t.key)!, t.dims);
 
@@ -138,6 +141,17 @@ export class Trainer {
     await this.#session.run(inputs, outputs);
     result.loss = loss[0];
     return result;
+  }
+
+  /**
+   * A declared per-token input of `mb`. One the trainer computes itself (the reference log-probs) is
+   * zeros while it is being computed (its pass reads only the log-probs); any other must be there.
+   */
+  #tokenFeed(mb: MicroBatch, input: TokenInput): Float32Array {
+    const values = mb.inputs[input.name];
+    if (values) return values;
+    if (input.column === null) return new Float32Array(mb.headRows.length);
+    throw new Error(`trainer: the micro-batch has no ${input.name} (from column ${input.column})`);
   }
 
   async close(): Promise<void> {

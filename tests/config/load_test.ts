@@ -164,6 +164,25 @@ Deno.test("choices list the valid values and suggest the closest", () => {
   expectUserError(() => validateWith("score.rewards", {}), "score.rewards", "at least 1");
 });
 
+Deno.test("an old config's train.loss.aggregation: sft is refused at load with the fix: objective sft", async () => {
+  expectUserError(
+    () => validateWith("train.loss.aggregation", "sft"),
+    'train.loss.aggregation (got "sft")',
+    "no longer a choice",
+    "train.loss.objective: sft",
+  );
+  await assert.rejects(
+    () => loadConfig({ text: "train:\n  loss:\n    aggregation: sft\n" }),
+    (e) => e instanceof UserError && /objective: sft/.test(e.message) && !e.message.includes("\n"),
+  );
+  await assert.rejects(
+    () => loadConfig({ text: "", overrides: [["train.loss.aggregation", "sft"]] }),
+    (e) => e instanceof UserError && /objective: sft/.test(e.message),
+  );
+  const sft = validateConfig({ train: { loss: { objective: "sft" } } });
+  assert.deepEqual([sft.train.loss.objective, sft.train.loss.aggregation], ["sft", "token_mean"]);
+});
+
 Deno.test("cross-field rules run before any model loads", () => {
   expectUserError(() => validateWith("rollout.group_size", 1), "rollout.group_size (got 1)", "grpo");
   assert.equal(
@@ -268,7 +287,7 @@ Deno.test("the Config type follows the schema", () => {
   const config = defaultConfig();
   const r: number = config.train.lora.r;
   const adapter: string | null = config.model.adapter;
-  const aggregation: "token_mean" | "seq_mean_token_mean" | "seq_mean_token_sum_norm" | "sft" =
+  const aggregation: "token_mean" | "seq_mean_token_mean" | "seq_mean_token_sum_norm" =
     config.train.loss.aggregation;
   const weight: number | undefined = config.score.rewards.code_exec;
   assert.deepEqual([r, adapter, aggregation, weight], [16, null, "token_mean", undefined]);

@@ -46,8 +46,10 @@ function trainBatch(seqs: number[][], maxChunk: number) {
   const episodes: TrainEpisode[] = seqs.map((tokens, i) => ({
     tokens,
     lossMask: tokens.map((_, t) => (t >= 2 ? 1 : 0)),
-    advantages: tokens.map(() => (i % 2 ? -1 : 1)),
-    oldLogprobs: tokens.map((_, t) => (t === 0 ? 0 : -6 - rand())),
+    inputs: {
+      advantages: tokens.map(() => (i % 2 ? -1 : 1)),
+      old_logprobs: tokens.map((_, t) => (t === 0 ? 0 : -6 - rand())),
+    },
   }));
   const weights = aggregationWeights(episodes, "token_mean", 16);
   const [mb] = planMicroBatches(episodes, weights, 4096, maxChunk);
@@ -58,7 +60,7 @@ function trainBatch(seqs: number[][], maxChunk: number) {
 async function outputs(m: ModelDir, sharedWeights?: SharedWeights) {
   const adapter = randomAdapter(m.config, SPEC, 7);
   const policy = await LocalPolicy.load(m.dir, { adapter, sharedWeights });
-  const trainer = await Trainer.create(m, { lora: SPEC, objective: "grpo", withReference: false }, {
+  const trainer = await Trainer.create(m, { lora: SPEC, objective: "clipped", withReference: false }, {
     sharedWeights,
   });
   try {
@@ -128,7 +130,7 @@ Deno.test("both sessions compute on the shared memory: a weight changed there ch
   const adapter = randomAdapter(m.config, SPEC, 7);
   const local = await LocalPolicy.load(m.dir, { adapter, sharedWeights: shared });
   const worker = await loadPolicy(m.dir, { adapter, sharedWeights: shared });
-  const trainer = await Trainer.create(m, { lora: SPEC, objective: "grpo", withReference: false }, {
+  const trainer = await Trainer.create(m, { lora: SPEC, objective: "clipped", withReference: false }, {
     sharedWeights: shared,
   });
   const seqs = sequences(2);
@@ -164,7 +166,7 @@ Deno.test("shared weights of another model are refused before a graph is built",
   const b = await model("float32");
   const shared = await loadSharedWeights(a);
   assert.throws(
-    () => buildTrainModel(b, { lora: SPEC, objective: "grpo", withReference: false }, shared),
+    () => buildTrainModel(b, { lora: SPEC, objective: "clipped", withReference: false }, shared),
     (e: unknown) => e instanceof UserError && /loaded for another model/.test((e as Error).message),
   );
 });

@@ -123,8 +123,7 @@ Deno.test("aggregation weights sum as each aggregation says; token 0 and unmaske
   const ep = (mask: number[]) => ({
     tokens: mask.map((_, i) => i),
     lossMask: mask,
-    advantages: mask.map(() => 1),
-    oldLogprobs: mask.map(() => 0),
+    inputs: { advantages: mask.map(() => 1), old_logprobs: mask.map(() => 0) },
   });
   const eps = [ep([1, 1, 1, 0]), ep([0, 0, 1, 1, 1, 1]), ep([0, 0])];
   const sum = (w: Float32Array) => w.reduce((a, b) => a + b, 0);
@@ -144,8 +143,7 @@ Deno.test("micro-batches shift per-token arrays by one, keep weighted rows for t
   const e = {
     tokens: [10, 11, 12, 13],
     lossMask: [0, 1, 1, 1],
-    advantages: [0, 1, 2, 3],
-    oldLogprobs: [0, -1, -2, -3],
+    inputs: { advantages: [0, 1, 2, 3], old_logprobs: [0, -1, -2, -3] },
   };
   const w = aggregationWeights([e], "token_mean", 10);
   const [mb] = planMicroBatches([e], w, 1000, 7);
@@ -157,8 +155,8 @@ Deno.test("micro-batches shift per-token arrays by one, keep weighted rows for t
   assert.equal(mb.headRows.length % mb.chunk, 0);
   assert.deepEqual(Array.from(mb.headRows.slice(0, 3), Number), [0, 1, 2]);
   assert.deepEqual(Array.from(mb.targets.slice(0, 4), Number), [11, 12, 13, 0]);
-  assert.deepEqual(Array.from(mb.old.slice(0, 4)), [-1, -2, -3, 0]);
-  assert.deepEqual(Array.from(mb.advantages.slice(0, 4)), [1, 2, 3, 0]);
+  assert.deepEqual(Array.from(mb.inputs.old_logprobs.slice(0, 4)), [-1, -2, -3, 0]);
+  assert.deepEqual(Array.from(mb.inputs.advantages.slice(0, 4)), [1, 2, 3, 0]);
   const back = unshift(Float32Array.from({ length: 32 }, (_, i) => i), mb, 0, 4);
   assert.ok(Number.isNaN(back[0]));
   assert.deepEqual(Array.from(back.slice(1)), [0, 1, 2]);

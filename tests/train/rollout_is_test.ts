@@ -50,8 +50,10 @@ async function localEpisodes(dir: string, params: LoraWeights): Promise<TrainEpi
   return tokens.map((t, i) => ({
     tokens: t,
     lossMask: t.map((_, k) => (k >= 3 ? 1 : 0)),
-    advantages: t.map((_, k) => (i % 2 ? -1 : 1) * (0.5 + ((k * 7) % 5) / 10)),
-    oldLogprobs: Float32Array.from(lps[i], (v, k) => (k >= 3 ? v : 0)),
+    inputs: {
+      advantages: t.map((_, k) => (i % 2 ? -1 : 1) * (0.5 + ((k * 7) % 5) / 10)),
+      old_logprobs: Float32Array.from(lps[i], (v, k) => (k >= 3 ? v : 0)),
+    },
   }));
 }
 
@@ -59,7 +61,7 @@ async function withTrainer(fn: (trainer: Trainer, dir: string) => Promise<void>)
   const dir = await makeTinyModel({ vocab: VOCAB, tokenizer: false, seed: 11 });
   const trainer = await Trainer.create(await openModelDir(dir), {
     lora: SPEC,
-    objective: "grpo",
+    objective: "clipped",
     withReference: false,
   });
   try {
@@ -77,8 +79,7 @@ Deno.test("correctedBatch: truncate caps rho at C, mask drops rho > C; mean |Δ|
   const episode: TrainEpisode = {
     tokens: [1, 2, 3, 4, 5],
     lossMask: [0, 1, 1, 1, 1],
-    advantages: [0, 1, 1, 1, 1],
-    oldLogprobs: [0, -1, -2, -0.5, -3],
+    inputs: { advantages: [0, 1, 1, 1, 1], old_logprobs: [0, -1, -2, -0.5, -3] },
   };
   const weights = [Float32Array.from([0, 0.25, 0.25, 0.25, 0.25])];
   const diffs = [1, -0.5, 0, Math.log(1.5)]; // rho = e (> 2), 0.607, 1, 1.5
@@ -87,7 +88,7 @@ Deno.test("correctedBatch: truncate caps rho at C, mask drops rho > C; mean |Δ|
     want.forEach((w, i) => assert.ok(Math.abs(got[i] - w) < 1e-6, `${i}: ${got[i]} vs ${w}`));
   const truncate = correctedBatch([episode], weights, oldTrainer, { mode: "truncate", cap: 2 });
   near(truncate.weights[0], [0, 0.5, 0.25 * Math.exp(-0.5), 0.25, 0.375]);
-  near(truncate.episodes[0].oldLogprobs, [0, 0, -2.5, -0.5, -3 + Math.log(1.5)]);
+  near(truncate.episodes[0].inputs.old_logprobs, [0, 0, -2.5, -0.5, -3 + Math.log(1.5)]);
   const mismatch = (1 + 0.5 + 0 + Math.log(1.5)) / 4;
   assert.ok(Math.abs(truncate.stats.rollout_logprob_diff - mismatch) < 1e-6);
   assert.equal(truncate.stats.rollout_is_clip_frac, 0.25);
@@ -136,14 +137,17 @@ Deno.test("with rollout log-probs off by known amounts, the weights and mismatch
     // old_rollout = old_trainer − δ for the trained tokens, δ cycling through DELTAS.
     let n = 0;
     const deltas: number[] = [];
-    const shifted = local.map((e, i) => ({
+    const shifted: TrainEpisode[] = local.map((e, i) => ({
       ...e,
-      oldLogprobs: Float32Array.from(e.oldLogprobs, (v, t) => {
-        if (weights[i][t] === 0) return v;
-        const d = DELTAS[n++ % DELTAS.length];
-        deltas.push(d);
-        return old[i][t] - d;
-      }),
+      inputs: {
+        ...e.inputs,
+        old_logprobs: Float32Array.from(e.inputs.old_logprobs, (v, t) => {
+          if (weights[i][t] === 0) return v;
+          const d = DELTAS[n++ % DELTAS.length];
+          deltas.push(d);
+          return old[i][t] - d;
+        }),
+      },
     }));
     const expectedDiff = deltas.reduce((a, d) => a + Math.abs(d), 0) / deltas.length;
     const expectedClip = deltas.filter((d) => Math.exp(d) > 2).length / deltas.length;
@@ -165,7 +169,7 @@ Deno.test("with rollout log-probs off by known amounts, the weights and mismatch
           if (w === 0) return;
           const rho = Math.exp(deltas[k++]);
           const is = mode === "truncate" ? Math.min(rho, 2) : rho > 2 ? 0 : rho;
-          expected -= w * is * e.advantages[t];
+          expected -= w * is * e.inputs.advantages[t];
         })
       );
       assert.ok(

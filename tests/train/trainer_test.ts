@@ -50,16 +50,29 @@ function episodes(ref: Qwen3Reference, lengths: number[], seed: number, temperat
     const tokens = Array.from({ length: n }, () => Math.floor(rand() * VOCAB));
     const lp = ref.logprobs(tokens, temperature);
     const prompt = 2 + i;
+    const advantages = tokens.map(() => (i % 2 ? -1 : 1) * (0.5 + rand()));
     return {
       tokens,
       lossMask: tokens.map((_, t) => (t >= prompt ? 1 : 0)),
-      advantages: tokens.map(() => (i % 2 ? -1 : 1) * (0.5 + rand())),
-      oldLogprobs: tokens.map((_, t) => (t === 0 ? 0 : lp[t] + (rand() - 0.5) * 0.8)),
+      inputs: {
+        advantages,
+        old_logprobs: tokens.map((_, t) => (t === 0 ? 0 : lp[t] + (rand() - 0.5) * 0.8)),
+      },
     };
   });
 }
 
-function settings(aggregation: Aggregation, beta: number): ObjectiveSettings & { scalars: LossScalars } {
+/** The reference's aggregation names: ours, plus `sft` for the sft objective (token_mean weights). */
+type Case = ObjectiveSettings["aggregation"];
+
+/** The trainer's objective and aggregation for a reference case. */
+function trainerCase(c: Case): { objective: "clipped" | "sft"; aggregation: Aggregation } {
+  return c === "sft"
+    ? { objective: "sft", aggregation: "token_mean" }
+    : { objective: "clipped", aggregation: c };
+}
+
+function settings(aggregation: Case, beta: number): ObjectiveSettings & { scalars: LossScalars } {
   const scalars = { temperature: 0.9, epsLow: 0.2, epsHigh: 0.28, beta };
   return { aggregation, epsLow: 0.2, epsHigh: 0.28, beta, maxResponseTokens: MAX_RESPONSE, scalars };
 }
@@ -81,16 +94,16 @@ function referenceLoss(
   return objective(
     eps.map((e) => ({
       logprobs: model.logprobs([...e.tokens as number[]], s.scalars.temperature),
-      old: e.oldLogprobs,
-      advantages: e.advantages,
+      old: e.inputs.old_logprobs,
+      advantages: e.inputs.advantages,
       mask: e.lossMask,
-      ref: e.refLogprobs,
+      ref: e.inputs.ref_logprobs,
     })),
     s,
   );
 }
 
-const CASES: [Aggregation, number][] = [
+const CASES: [Case, number][] = [
   ["token_mean", 0],
   ["token_mean", 0.1],
   ["seq_mean_token_mean", 0],
@@ -108,16 +121,16 @@ Deno.test("LoRA gradients match finite differences with 4 or 1 query heads per k
   for (const kvHeads of [1, 4]) await checkGradients(await smallModel(kvHeads), [["token_mean", 0.1]]);
 });
 
-async function checkGradients(small: Awaited<ReturnType<typeof smallModel>>, cases: [Aggregation, number][]) {
+async function checkGradients(small: Awaited<ReturnType<typeof smallModel>>, cases: [Case, number][]) {
   const { model, ref: base } = small;
   const adapter = randomAdapter(model.config, SPEC, 21, 0.2);
   const trainers = new Map<string, Trainer>();
   try {
     for (const [aggregation, beta] of cases) {
       const s = settings(aggregation, beta);
-      const key = `${aggregation === "sft" ? "sft" : "grpo"}:${beta > 0}`;
+      const { objective: objectiveName, aggregation: trainerAggregation } = trainerCase(aggregation);
+      const key = `${objectiveName}:${beta > 0}`;
       if (!trainers.has(key)) {
-        const objectiveName = aggregation === "sft" ? "sft" : "grpo";
         trainers.set(
           key,
           await Trainer.create(model, { lora: SPEC, objective: objectiveName, withReference: beta > 0 }),
@@ -126,11 +139,16 @@ async function checkGradients(small: Awaited<ReturnType<typeof smallModel>>, cas
       const refModel = new Qwen3Reference(base.config, base.weights);
       const eps = episodes(refModel, [9, 14, 6], 3, s.scalars.temperature).map((e) => ({
         ...e,
-        refLogprobs: beta > 0
-          ? Float32Array.from(refModel.logprobs([...e.tokens as number[]], s.scalars.temperature))
-          : undefined,
+        inputs: beta > 0
+          ? {
+            ...e.inputs,
+            ref_logprobs: Float32Array.from(
+              refModel.logprobs([...e.tokens as number[]], s.scalars.temperature),
+            ),
+          }
+          : e.inputs,
       }));
-      const weights = aggregationWeights(eps, aggregation, MAX_RESPONSE);
+      const weights = aggregationWeights(eps, trainerAggregation, MAX_RESPONSE);
       const mbs = planMicroBatches(eps, weights, 64, trainers.get(key)!.maxChunk);
       const { grads } = await accumulate(trainers.get(key)!, mbs, adapter.weights, s.scalars);
       const rand = mulberry32(5);
@@ -155,7 +173,7 @@ async function checkGradients(small: Awaited<ReturnType<typeof smallModel>>, cas
 /** Settings of `trainOnBatch` around `s`. */
 function stepSettings(s: ReturnType<typeof settings>, overrides: Partial<StepSettings> = {}): StepSettings {
   return {
-    aggregation: s.aggregation,
+    aggregation: trainerCase(s.aggregation).aggregation,
     maxResponseTokens: MAX_RESPONSE,
     microBatchTokens: 64,
     numIterations: 1,
@@ -171,7 +189,7 @@ function stepSettings(s: ReturnType<typeof settings>, overrides: Partial<StepSet
 Deno.test("one SGD step (lr 1) moves the adapter by minus the gradient; the loss equals the formula", async () => {
   const { model, ref: base } = await smallModel();
   const adapter = randomAdapter(model.config, SPEC, 22, 0.2);
-  const trainer = await Trainer.create(model, { lora: SPEC, objective: "grpo", withReference: false });
+  const trainer = await Trainer.create(model, { lora: SPEC, objective: "clipped", withReference: false });
   try {
     const s = settings("token_mean", 0);
     const eps = episodes(
@@ -196,8 +214,8 @@ Deno.test("one SGD step (lr 1) moves the adapter by minus the gradient; the loss
     const formula = objective(
       eps.map((e, i) => ({
         logprobs: logprobs.get(i)!,
-        old: e.oldLogprobs,
-        advantages: e.advantages,
+        old: e.inputs.old_logprobs,
+        advantages: e.inputs.advantages,
         mask: e.lossMask,
       })),
       s,
@@ -231,7 +249,7 @@ Deno.test("one SGD step (lr 1) moves the adapter by minus the gradient; the loss
 Deno.test("micro-batched accumulation equals one pass over the whole batch", async () => {
   const { model, ref: base } = await smallModel();
   const adapter = randomAdapter(model.config, SPEC, 23, 0.2);
-  const trainer = await Trainer.create(model, { lora: SPEC, objective: "grpo", withReference: false });
+  const trainer = await Trainer.create(model, { lora: SPEC, objective: "clipped", withReference: false });
   try {
     const s = settings("seq_mean_token_mean", 0);
     const eps = episodes(
@@ -240,7 +258,7 @@ Deno.test("micro-batched accumulation equals one pass over the whole batch", asy
       5,
       s.scalars.temperature,
     );
-    const w = aggregationWeights(eps, s.aggregation, MAX_RESPONSE);
+    const w = aggregationWeights(eps, trainerCase(s.aggregation).aggregation, MAX_RESPONSE);
     const small = planMicroBatches(eps, w, 32, trainer.maxChunk);
     const whole = planMicroBatches(eps, w, 4096, trainer.maxChunk);
     assert.equal(small.length, 4);
@@ -268,7 +286,7 @@ Deno.test("AdamW without weight decay changes every LoRA tensor (A only once B â
   // through B), so A must stay put; on the second B â‰  0 and every tensor must move. Weight decay is
   // off so that a zero gradient leaves a tensor unchanged and this test fails on one.
   const adapter: Adapter = { spec: SPEC, weights: initLoraWeights(model.config, SPEC, 24) };
-  const trainer = await Trainer.create(model, { lora: SPEC, objective: "grpo", withReference: true });
+  const trainer = await Trainer.create(model, { lora: SPEC, objective: "clipped", withReference: true });
   try {
     const s = settings("token_mean", 0.05);
     const eps = episodes(new Qwen3Reference(base.config, base.weights), [12, 9], 6, s.scalars.temperature);

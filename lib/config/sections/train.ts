@@ -5,7 +5,9 @@ import { MAX_CONTEXT } from "./run.ts";
 export const LORA_TARGETS = ["q", "k", "v", "o", "gate", "up", "down"] as const;
 export const OPTIMIZERS = ["adamw", "sgd"] as const;
 export const SCHEDULES = ["constant", "cosine", "linear"] as const;
-export const AGGREGATIONS = ["token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm", "sft"] as const;
+export const AGGREGATIONS = ["token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm"] as const;
+/** Policy losses (lib/train/objective.ts): clipped surrogate, or supervised negative log-likelihood. */
+export const OBJECTIVES = ["clipped", "sft"] as const;
 export const ROLLOUT_IS = ["none", "truncate", "mask"] as const;
 
 const lora = {
@@ -65,10 +67,19 @@ const schedule = {
 };
 
 const loss = {
+  objective: choice({
+    choices: OBJECTIVES,
+    default: "clipped",
+    doc: "the policy loss: clipped (PPO's clipped surrogate, GRPO and its relatives) | sft " +
+      "(negative log-likelihood of the masked tokens, a supervised warm start)",
+  }),
   aggregation: choice({
     choices: AGGREGATIONS,
     default: "token_mean",
-    doc: "how token losses become the batch loss (see docs/DESIGN.md); sft = negative log-likelihood",
+    doc: "how token losses become the batch loss (see docs/DESIGN.md)",
+    retired: {
+      sft: "set train.loss.objective: sft and train.loss.aggregation: token_mean (sft is an objective now)",
+    },
   }),
   eps_low: float({ default: 0.2, min: 0, max: 1, maxOpen: true, doc: "ratio clip below: 1 - eps_low" }),
   eps_high: float({
