@@ -10,6 +10,9 @@
 import type { Estimator as EstimatorName } from "../config/schema.ts";
 import type { Groups } from "./groups.ts";
 
+/** Heads beside the language model's an estimator can need. */
+export type HeadName = "value";
+
 /** The `mask` config keys estimators read. */
 export interface AdvantageOptions {
   scale_rewards: "group" | "batch" | "none";
@@ -17,6 +20,8 @@ export interface AdvantageOptions {
   turn_coef: number;
   gamma: number;
   lam: number;
+  /** gae: one step per trained token (verl) or per assistant turn (seed 002). */
+  gae_unit: "token" | "turn";
 }
 
 /**
@@ -39,11 +44,17 @@ export interface EpisodeBatch {
   turnReward?: Float32Array;
   /** `turn_rewards` (one per assistant turn), when the file has it. */
   turnRewards?: { values: Float32Array; offsets: Int32Array };
+  /** `values` per token (the value head's, written by the rollout), when the file has it. */
+  values?: Float32Array;
 }
 
-/** What an estimator returns: advantages aligned with `tokens`, and metrics for the summary. */
+/**
+ * What an estimator returns: advantages aligned with `tokens`, the value head's targets (`returns`,
+ * for estimators with a value head), and metrics for the summary.
+ */
 export interface EstimatorOutput {
   advantages: Float32Array;
+  returns?: Float32Array;
   /** Always includes `frac_zero_std_groups`. */
   metrics: Record<string, number>;
 }
@@ -53,7 +64,10 @@ export interface Estimator {
   name: EstimatorName;
   /** One line: what it computes. */
   doc: string;
-  /** Declared inputs: scored-file columns, per-token columns, model heads (e.g. `value`). */
-  needs: { columns?: string[]; perToken?: string[]; heads?: string[] };
+  /**
+   * Declared inputs: scored-file columns, per-token columns, and the model heads the trainer must train
+   * beside the policy (`value`: lib/train/value_head.ts, which also declares the value loss's inputs).
+   */
+  needs: { columns?: string[]; perToken?: string[]; heads?: HeadName[] };
   advantages(batch: EpisodeBatch, options: AdvantageOptions): EstimatorOutput;
 }

@@ -36,8 +36,9 @@ export function episodeFileBytes(
     systemPrompt: string | null;
   },
 ): number {
-  const perToken = resolveKind(kind).allColumns
-    .filter((c) => c.perToken || c.name === "tokens")
+  const resolved = resolveKind(kind);
+  const perToken = [...resolved.allColumns, ...resolved.allPatterns]
+    .filter((c) => c.perToken || ("name" in c && c.name === "tokens"))
     .reduce((n, c) => n + itemBytes(c.type), 0);
   const rows = episodes.tasks.length * episodes.perTask;
   const perRow = episodes.maxTotalTokens * (perToken + TEXT_BYTES_PER_TOKEN) + ROW_BYTES;

@@ -14,7 +14,11 @@
 import type { DataType } from "apache-arrow";
 import { t } from "./types.ts";
 
-/** Bump when a column or metadata key changes meaning, type or name; readers refuse other versions. */
+/**
+ * Bump when a column or metadata key changes meaning, type or name; readers refuse other versions. New
+ * optional columns (`values`, `returns`: patterns below) change nothing a file already means, so they
+ * did not bump it: every earlier file still reads.
+ */
 export const FORMAT_VERSION = 1;
 
 /** The kinds of stage file. */
@@ -44,7 +48,11 @@ export interface ColumnDecl {
   perToken?: boolean;
 }
 
-/** Dynamic columns allowed by name pattern, e.g. one `reward_<name>` per reward component. */
+/**
+ * Dynamic columns allowed by name pattern, e.g. one `reward_<name>` per reward component; also the way
+ * to declare an optional column (a pattern matching one name), which files written before it existed do
+ * not have. Value rules and per-token alignment are checked as for declared columns.
+ */
 export interface PatternDecl {
   pattern: RegExp;
   /** How the pattern reads in messages, e.g. `reward_<name>`. */
@@ -52,6 +60,8 @@ export interface PatternDecl {
   type: DataType;
   stage: StageName;
   doc: string;
+  values?: ValueRule;
+  perToken?: boolean;
 }
 
 /** The declaration of one kind: what it adds on top of the kind it extends. */
@@ -170,7 +180,16 @@ const ROLLOUTS: KindDecl = {
     ro("status", t.utf8(), `episode status: ${EPISODE_STATUSES.join(" | ")}`),
     ro("policy_version", t.utf8(), "identity (hash) of the adapter that sampled the episode"),
   ],
-  patterns: [],
+  patterns: [{
+    // Optional: written when the algorithm has a value head (mask.estimator gae), so that the mask stage
+    // stays model-free; files without it read as before.
+    pattern: /^values$/,
+    shape: "values",
+    type: t.list(t.float32()),
+    stage: "rollout",
+    doc: "per token: the value head's estimate V of the state before the token (sampled tokens; 0 elsewhere)",
+    ...perToken("finite"),
+  }],
   requiredMetadata: [
     "config_hash",
     "model",
@@ -226,7 +245,15 @@ const BATCH: KindDecl = {
     mk("loss_mask", t.list(t.uint8()), "per token: 1 = counts in the loss", perToken("zero_or_one")),
     mk("advantages", t.list(t.float32()), "per token advantage", perToken("finite")),
   ],
-  patterns: [],
+  patterns: [{
+    // Optional: written by estimators with a value head (gae), read by the value loss.
+    pattern: /^returns$/,
+    shape: "returns",
+    type: t.list(t.float32()),
+    stage: "mask",
+    doc: "per token: the value head's target (advantage + value), 0 off the loss mask",
+    ...perToken("finite"),
+  }],
   requiredMetadata: ["config_hash", "input_hashes"],
 };
 
@@ -384,7 +411,14 @@ export function findColumn(kind: ResolvedKind, name: string): ColumnDecl | undef
   const exact = kind.allColumns.find((c) => c.name === name);
   if (exact) return exact;
   const p = kind.allPatterns.find((p) => p.pattern.test(name));
-  return p && { name, type: p.type, stage: p.stage, doc: p.doc };
+  return p && {
+    name,
+    type: p.type,
+    stage: p.stage,
+    doc: p.doc,
+    ...(p.values ? { values: p.values } : {}),
+    ...(p.perToken ? { perToken: true } : {}),
+  };
 }
 
 /** How to re-run a stage, for error messages. */

@@ -1,6 +1,7 @@
 /**
  * The mask stage's work on one scored file: the loss mask (loss_mask.ts), then per-token advantages
- * from the estimator picked once by `mask.estimator` (lib/advantages/), then optional whitening.
+ * (and, for estimators with a value head, the value head's targets `returns`) from the estimator picked
+ * once by `mask.estimator` (lib/advantages/), then optional whitening of the advantages.
  * No file I/O. Advantages are 0 wherever the loss mask is 0.
  *
  * @module
@@ -8,6 +9,7 @@
 
 import type { ColumnInput } from "../arrow/build.ts";
 import { FlatList } from "../arrow/columns.ts";
+import { findColumn, rerunHint, resolveKind } from "../arrow/kinds.ts";
 import type { StageFile } from "../arrow/stage_file.ts";
 import type { MaskConfig } from "../config/schema.ts";
 import { UserError } from "../errors.ts";
@@ -43,12 +45,14 @@ export interface MaskSummary {
   metrics: Record<string, number>;
 }
 
+/** Refuses a scored file without a column the estimator declares, naming it and the stage that writes it. */
 function requireColumns(file: StageFile, est: Estimator): void {
   for (const name of [...(est.needs.columns ?? []), ...(est.needs.perToken ?? [])]) {
     if (file.has(name)) continue;
+    const owner = findColumn(resolveKind("scored"), name)?.stage ?? "score";
     throw new UserError(`stage file ${file.path}: column "${name}"`, {
       why: `mask.estimator ${est.name} needs it and the file has none`,
-      fix: "re-run stage score (deno task score) with this toolkit to add it",
+      fix: `${rerunHint(owner)} with mask.estimator ${est.name} in its config to add it`,
     });
   }
 }
@@ -106,7 +110,15 @@ function batchOf(file: StageFile, mask: Uint8Array, offsets: Int32Array): Episod
     firstResultTurn: firstResultTurns(file),
     turnReward: file.has("turn_reward") ? file.vector("turn_reward").toArray() as Float32Array : undefined,
     turnRewards: turnRewards && { values: turnRewards.values, offsets: turnRewards.offsets },
+    values: file.has("values") ? alignedList(file, "values", offsets) : undefined,
   };
+}
+
+/** A per-token Float32 list column's values, checked to be aligned with `tokens`. */
+function alignedList(file: StageFile, name: string, offsets: Int32Array): Float32Array {
+  const list = file.listColumn<Float32Array>(name);
+  checkAligned(file, name, offsets, list.offsets);
+  return list.values;
 }
 
 /** Loss masks and advantages for every episode of `file`; the batch file's own columns and a summary. */
@@ -119,7 +131,7 @@ export function maskColumns(
   const offsets = file.listColumn<Int32Array>("tokens").offsets;
   const { mask, truncated } = lossMaskOf(file, o, offsets);
   const batch = batchOf(file, mask, offsets);
-  const { advantages, metrics } = estimator.advantages(batch, o.config);
+  const { advantages, returns, metrics } = estimator.advantages(batch, o.config);
   if (o.config.whiten) whitenMasked(advantages, mask);
   let trained = 0;
   let abs = 0;
@@ -139,7 +151,11 @@ export function maskColumns(
     adv_abs_mean: trained ? abs / trained : NaN,
     metrics,
   };
-  const columns = { loss_mask: new FlatList(mask, offsets), advantages: new FlatList(advantages, offsets) };
+  const columns: Record<string, ColumnInput> = {
+    loss_mask: new FlatList(mask, offsets),
+    advantages: new FlatList(advantages, offsets),
+    ...(returns ? { returns: new FlatList(returns, offsets) } : {}),
+  };
   return { columns, summary };
 }
 

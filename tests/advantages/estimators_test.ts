@@ -174,14 +174,6 @@ Deno.test("whiten leaves masked advantages with mean 0 and Bessel variance 1", (
   assert.ok(Math.abs(mean) < 1e-5 && Math.abs(variance - 1) < 1e-4, `${mean} ${variance}`);
 });
 
-Deno.test("gae is refused at the start with a one-line error", () => {
-  assert.throws(
-    () => mask(testSession({ mask: config({ estimator: "gae" }) }), scoredTable([], [])),
-    (e) =>
-      e instanceof UserError && /mask\.estimator.*value head/.test(e.message) && !e.message.includes("\n"),
-  );
-});
-
 Deno.test("a zero-row scored table gives a valid empty batch", () => {
   const { table, summary } = mask(
     testSession({ mask: config({ estimator: "mt_grpo_turns" }) }),

@@ -7,6 +7,7 @@ export const ESTIMATORS = ["grpo", "dr_grpo", "rloo", "mt_grpo", "mt_grpo_turns"
 export const GROUP_ESTIMATORS: readonly string[] = ["grpo", "dr_grpo", "rloo", "mt_grpo", "mt_grpo_turns"];
 export const REWARD_SCALES = ["group", "batch", "none"] as const;
 export const LOSS_MASK_SOURCES = ["sampled", "roles"] as const;
+export const GAE_UNITS = ["token", "turn"] as const;
 
 export const score = {
   rewards: weights({
@@ -66,7 +67,7 @@ export const mask = {
     choices: ESTIMATORS,
     default: "grpo",
     doc:
-      "advantage estimator: grpo, dr_grpo (mean only), rloo (leave-one-out), mt_grpo (turn-level), mt_grpo_turns (per turn), gae (value head; not built yet)",
+      "advantage estimator: grpo, dr_grpo (mean only), rloo (leave-one-out), mt_grpo (turn-level), mt_grpo_turns (per turn), gae (PPO: a value head and generalized advantage estimation)",
   }),
   scale_rewards: choice({
     choices: REWARD_SCALES,
@@ -92,6 +93,12 @@ export const mask = {
   }),
   gamma: float({ default: 1.0, min: 0, max: 1, doc: "gae: discount factor" }),
   lam: float({ default: 0.95, min: 0, max: 1, doc: "gae: lambda" }),
+  gae_unit: choice({
+    choices: GAE_UNITS,
+    default: "turn",
+    doc: "gae's step: turn (one value per assistant turn, read at its last token: seed 002) | token (every " +
+      "trained token, as verl)",
+  }),
   mask_truncated: bool({
     default: false,
     doc: "zero the loss of episodes cut by a token limit, finish_reason length or truncated (DAPO)",
