@@ -18,6 +18,8 @@ import { checkFreeSpace } from "../lib/fs/disk_space.ts";
 import { openSession, rollout, writeStageOutput } from "../lib/pipeline/mod.ts";
 import { parseShard, type Shard, splitHeldOut, stepGroupIds, tasksForStep } from "../lib/rollout/tasks.ts";
 import { runStageMain, type StageArgs } from "../lib/cli/cli.ts";
+import { algorithmOf } from "../lib/train/algorithm.ts";
+import { checkTrainStart } from "../lib/train/train_session.ts";
 
 /** What one rollout command samples: its step, shard and tasks (every check made before any work). */
 export interface RolloutPlan {
@@ -76,7 +78,12 @@ if (import.meta.main) {
       "--shard i/n      take every n-th task of the step, starting at the i-th (0-based)",
     ],
     configFlags: { adapter: "model.adapter" },
-    check: async (args) => void await planRollout(args.config, args.flags),
+    check: async (args) => {
+      await planRollout(args.config, args.flags);
+      // With a value head the rollout writes values with the trainer: its adapter must suit it.
+      const { model, train } = args.config;
+      if (algorithmOf(args.config).valueLoss) await checkTrainStart(model, train, model.adapter);
+    },
     examples: [
       "deno task rollout --out runs/x/rollouts.arrow",
       "deno task rollout --out runs/x/rollouts-t07.arrow --rollout.generation.temperature=0.7 --rollout.group_size=4",

@@ -26,6 +26,9 @@ import { defaultModelMissing } from "../lib/model/default_model.ts";
 import { readQwen3Config } from "../lib/model/hf_config.ts";
 import { openSession, stepLine, train, writeStageOutput } from "../lib/pipeline/mod.ts";
 import { checkpointBytes } from "../lib/train/checkpoint.ts";
+import { algorithmOf } from "../lib/train/algorithm.ts";
+import { valueCheckpointBytes } from "../lib/train/value_checkpoint.ts";
+import type { Config } from "../lib/config/schema.ts";
 import { checkTrainStart, loraSpecOf } from "../lib/train/train_session.ts";
 import { runStageMain, type StageArgs } from "../lib/cli/cli.ts";
 
@@ -35,9 +38,10 @@ async function check(args: StageArgs): Promise<void> {
   await checkTrainStart(model, c, model.adapter);
   if (await defaultModelMissing(model.path)) return; // made after the checks; its size is not known yet
   const modelConfig = await readQwen3Config(resolve(model.path));
+  const value = algorithmOf(args.config).valueLoss ? valueCheckpointBytes(modelConfig.hidden_size) : 0;
   checkFreeSpace(
     args.output!,
-    checkpointBytes(modelConfig, loraSpecOf(c), c.optimizer.name, c.num_iterations),
+    checkpointBytes(modelConfig, loraSpecOf(c), c.optimizer.name, c.num_iterations * c.ppo_epochs) + value,
   );
 }
 
@@ -45,7 +49,7 @@ async function main(args: StageArgs): Promise<void> {
   const batch = await readStageFiles(args.inputs, "batch");
   const session = openSession(args.config, args.configHash);
   try {
-    const steps = session.progress.start("train: steps", args.config.train.num_iterations);
+    const steps = session.progress.start("train: steps", optimizerSteps(args.config, batch.rows));
     const out = await train(session, batch, { step: 0, onStep: (row) => steps.tick(1, stepLine(row)) });
     const m = out.summary.metrics;
     steps.done(`${m.length} optimizer steps, loss ${m[0]?.loss.toFixed(5)} → ${m.at(-1)?.loss.toFixed(5)}`);
@@ -54,6 +58,13 @@ async function main(args: StageArgs): Promise<void> {
   } finally {
     await session.close();
   }
+}
+
+/** Optimizer steps on a batch of `rows` episodes: PPO's minibatches over its epochs, else num_iterations. */
+function optimizerSteps(config: Config, rows: number): number {
+  const t = config.train;
+  if (!algorithmOf(config).valueLoss) return t.num_iterations;
+  return t.ppo_epochs * Math.ceil(rows / t.minibatch_episodes);
 }
 
 if (import.meta.main) {

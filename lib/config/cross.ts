@@ -19,6 +19,28 @@ const groupSize: Rule = ({ rollout, mask }) => {
   }
 };
 
+/**
+ * PPO (mask.estimator gae) trains a value head beside the clipped policy loss, over `train.ppo_epochs`
+ * epochs of minibatches: sft trains no head, and GRPO's passes (num_iterations) are not PPO's epochs.
+ */
+const ppoKeys: Rule = ({ mask, train }) => {
+  if (mask.estimator !== "gae") return;
+  if (train.loss.objective !== "clipped") {
+    throw new UserError("config key train.loss.objective", {
+      value: train.loss.objective,
+      why: "mask.estimator gae (PPO) trains a value head beside the clipped policy loss; sft trains none",
+      fix: "set train.loss.objective to clipped, or mask.estimator to another estimator",
+    });
+  }
+  if (train.num_iterations !== 1) {
+    throw new UserError("config key train.num_iterations", {
+      value: train.num_iterations,
+      why: "with mask.estimator gae (PPO) the passes over a batch are train.ppo_epochs, in minibatches",
+      fix: `set train.num_iterations to 1 and train.ppo_epochs to ${train.num_iterations}`,
+    });
+  }
+};
+
 /** One turn cannot sample more tokens than the whole episode may hold. */
 const turnFitsContext: Rule = ({ rollout: { generation } }) => {
   if (generation.max_new_tokens > generation.max_total_tokens) {
@@ -121,6 +143,7 @@ const mcpServers: Rule = ({ rollout: { tools } }) => checkMcpServers(tools.mcp);
 /** Every cross-field rule, run in this order. */
 const RULES: Rule[] = [
   groupSize,
+  ppoKeys,
   turnFitsContext,
   sandboxOptIn,
   readFileRoot,

@@ -50,6 +50,7 @@ export async function evaluate(
     step: request.step,
     settings: { ...config.rollout, group_size: e.samples, generation },
     metadata: { config_hash: "" },
+    values: false,
   });
   const { table } = await score(session, out.table, { step: request.step });
   const reward = Array.from(table.getChild("reward")!.toArray() as Float32Array);

@@ -8,6 +8,8 @@
 
 import type { MetadataInput } from "../arrow/metadata.ts";
 import { buildTable } from "../arrow/write.ts";
+import { type FlatList, listFromArrays } from "../arrow/columns.ts";
+import { trainScalarsOf } from "./train.ts";
 import type { RolloutConfig } from "../config/schema.ts";
 import type { Task } from "../data/task.ts";
 import type { Policy } from "../engine/policy.ts";
@@ -33,6 +35,11 @@ export interface RolloutRequest {
   /** Metadata replacing the defaults; `sampling` is merged into the generation settings (the teacher's
    * traces name their source this way). */
   metadata?: Partial<MetadataInput>;
+  /**
+   * Write per-token `values` (the values pass, lib/train/values_pass.ts); default: when the algorithm
+   * has a value head (mask.estimator gae). The evaluation passes false.
+   */
+  values?: boolean;
 }
 
 export interface RolloutSummary {
@@ -98,10 +105,34 @@ export async function rollout(
     ...given,
   };
   const generated = episodes.reduce((n, ep) => n + ep.sampled.reduce((a, b) => a + b, 0), 0);
+  const columns = rolloutColumns(episodes);
+  if (request.values ?? session.hasValueHead) columns.values = await valuesColumn(session, episodes);
   return {
     kind: "rollouts",
-    table: buildTable("(rollouts)", "rollouts", rolloutColumns(episodes), metadata),
+    table: buildTable("(rollouts)", "rollouts", columns, metadata),
     summary: { episodes: episodes.length, tokensPerSecond: generated / Math.max(seconds, 1e-9), seconds },
     episodes,
   };
+}
+
+/** The values pass over `episodes` with the session's trainer (its adapter and value head). */
+async function valuesColumn(session: Session, episodes: readonly Episode[]): Promise<FlatList<Float32Array>> {
+  const { config } = session;
+  const started = performance.now();
+  const ts = await session.trainer();
+  const { valuesOf } = await import("../train/values_pass.ts");
+  const { adapter, value } = ts.checkpoint;
+  if (!value) throw new Error("rollout: values asked for, and the trainer has no value head");
+  const values = await valuesOf(ts.trainer, episodes, adapter.weights, value.weights, {
+    scalars: { ...trainScalarsOf(config), temperature: config.rollout.generation.temperature },
+    microBatchTokens: config.train.micro_batch_tokens,
+  });
+  if (session.showProgress) {
+    session.progress.log(
+      `rollout: values of ${episodes.length} episodes in ${
+        ((performance.now() - started) / 1000).toFixed(1)
+      } s`,
+    );
+  }
+  return listFromArrays(values);
 }

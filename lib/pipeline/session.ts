@@ -30,6 +30,7 @@ import { splitHeldOut } from "../rollout/tasks.ts";
 import { loadTools, ToolSet } from "../tools/registry.ts";
 import type { Tool } from "../tools/types.ts";
 import type { TrainSession } from "../train/train_session.ts";
+import { algorithmOf } from "../train/algorithm.ts";
 
 export interface SessionOptions {
   /** The adapter the policy and the trainer start from (default `model.adapter`; the loop's resume). */
@@ -120,6 +121,11 @@ export class Session {
     return this.#trainer ??= this.#openTrainer();
   }
 
+  /** Whether the algorithm has a value head (mask.estimator gae): the rollout then writes `values`. */
+  get hasValueHead(): boolean {
+    return algorithmOf(this.config).valueLoss !== undefined;
+  }
+
   /** Whether the trainer has been opened (its adapter may then differ from the starting one). */
   get trainerOpen(): boolean {
     return this.#trainer !== undefined;
@@ -158,10 +164,9 @@ export class Session {
   }
 
   async #openTrainer(): Promise<TrainSession> {
-    const { model, train } = this.config;
     const loading = this.progress.start("train: loading the model and building the train graph");
     const { TrainSession } = await import("../train/train_session.ts");
-    const session = await TrainSession.open(model, train, this.#adapter, await this.#sharedWeights());
+    const session = await TrainSession.open(this.config, this.#adapter, await this.#sharedWeights());
     loading.done(`${session.model.dir} (${session.model.config.num_hidden_layers} layers)`);
     return session;
   }

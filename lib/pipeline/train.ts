@@ -19,7 +19,8 @@ import { UserError } from "../errors.ts";
 import { adapterId } from "../model/adapter_id.ts";
 import { readQwen3Config } from "../model/hf_config.ts";
 import { episodesOf, samplingTemperature } from "../train/episodes.ts";
-import { type StepMetrics, type StepSettings, trainOnBatch } from "../train/step.ts";
+import type { LossScalars } from "../train/trainer.ts";
+import { type PpoSettings, type StepMetrics, type StepSettings, trainOnBatch } from "../train/step.ts";
 import { algorithmOf, policyLossOf, tokenInputsOf } from "../train/algorithm.ts";
 import type { StageFile } from "../arrow/stage_file.ts";
 import { type CheckpointOutput, stageFileOf, type StageInput } from "./output.ts";
@@ -48,14 +49,14 @@ export async function train(
   const { config } = session;
   const file = stageFileOf(batch, "batch");
   const vocabSize = (await readQwen3Config(resolve(config.model.path))).vocab_size;
-  const inputs = tokenInputsOf(algorithmOf(config.train));
+  const inputs = tokenInputsOf(algorithmOf(config));
   const episodes = episodesOf(file, { inputs, vocabSize, rows: checkedRows(file, request.rows) });
   const ts = await session.trainer();
-  const { adapter, optimizer } = ts.checkpoint;
+  const { adapter, optimizer, value } = ts.checkpoint;
   const metrics = await trainOnBatch(ts.trainer, episodes, adapter.weights, optimizer, {
     ...stepSettingsOf(config, file),
     onStep: request.onStep,
-  });
+  }, value);
   const id = await adapterId(adapter, ts.model.config);
   const table = buildTable("(metrics)", "metrics", metricsColumns(metrics), {
     config_hash: session.configHash,
@@ -81,7 +82,9 @@ export async function train(
 /** The train settings of one batch: the one place config maps to the trainer's options. */
 export function stepSettingsOf(config: Config, batch: StageFile): StepSettings {
   const { train: c, rollout, loop } = config;
-  const readsOld = policyLossOf(algorithmOf(c)).readsOldLogprobs;
+  const algorithm = algorithmOf(config);
+  const readsOld = policyLossOf(algorithm).readsOldLogprobs;
+  const ppo = algorithm.valueLoss ? ppoSettingsOf(config) : undefined;
   return {
     aggregation: c.loss.aggregation,
     maxResponseTokens: c.loss.max_response_tokens ?? rollout.generation.max_total_tokens,
@@ -89,18 +92,47 @@ export function stepSettingsOf(config: Config, batch: StageFile): StepSettings {
     numIterations: c.num_iterations,
     optimizer: c.optimizer,
     schedule: c.schedule,
-    totalSteps: loop.steps * c.num_iterations,
+    totalSteps: loop.steps * (ppo ? ppoStepsPerBatch(config) : c.num_iterations),
     scalars: {
+      ...trainScalarsOf(config),
       temperature: samplingTemperature(batch, rollout.generation.temperature),
-      epsLow: c.loss.eps_low,
-      epsHigh: c.loss.eps_high,
-      beta: c.loss.beta,
     },
     seed: c.seed,
+    ...(ppo ? { ppo } : {}),
     rolloutIs: c.loss.rollout_is === "none" || !readsOld
       ? undefined
       : { mode: c.loss.rollout_is, cap: c.loss.rollout_is_cap },
   };
+}
+
+/** The loss scalars of `train` (the temperature is the batch's: its sampling temperature). */
+export function trainScalarsOf(config: Config): LossScalars {
+  const { train: c } = config;
+  const valueHead = algorithmOf(config).valueLoss !== undefined;
+  return {
+    temperature: config.rollout.generation.temperature,
+    epsLow: c.loss.eps_low,
+    epsHigh: c.loss.eps_high,
+    beta: c.loss.beta,
+    ...(valueHead ? { vfCoef: c.value.vf_coef, valueClip: c.value.clip ?? 0 } : {}),
+  };
+}
+
+/** PPO's epochs and minibatches (`train.ppo_epochs`, `minibatch_episodes`, `target_kl`, `value.lr`). */
+function ppoSettingsOf(config: Config): PpoSettings {
+  const { train: c } = config;
+  return {
+    epochs: c.ppo_epochs,
+    minibatchEpisodes: c.minibatch_episodes,
+    targetKl: c.target_kl,
+    valueLr: c.value.lr,
+  };
+}
+
+/** PPO's optimizer steps per loop step (without an early stop), for the learning-rate schedule. */
+function ppoStepsPerBatch(config: Config): number {
+  const episodes = config.rollout.tasks_per_step * config.rollout.group_size;
+  return config.train.ppo_epochs * Math.ceil(episodes / config.train.minibatch_episodes);
 }
 
 /** The rows asked for, each a row of `file` (all rows when none are given). */
@@ -130,7 +162,22 @@ function metricsColumns(rows: StepMetrics[]): Record<string, ColumnInput> {
     seconds: Float64Array.from(column("seconds")),
     entropy: Float64Array.from(column("entropy")),
     ...mismatchColumns(rows),
+    ...ppoColumns(rows),
   };
+}
+
+/** With a value head (PPO): value_loss, approx_kl, explained_var, value_mean, value_grad_norm, epoch. */
+function ppoColumns(rows: StepMetrics[]): Record<string, Float64Array> {
+  if (!rows.some((r) => r.ppo)) return {};
+  const keys = [
+    "value_loss",
+    "approx_kl",
+    "explained_var",
+    "value_mean",
+    "value_grad_norm",
+    "epoch",
+  ] as const;
+  return Object.fromEntries(keys.map((k) => [k, Float64Array.from(rows, (r) => r.ppo?.[k] ?? NaN)]));
 }
 
 /** With train.loss.rollout_is on: `rollout_logprob_diff` and `rollout_is_clip_frac` (rollout_is.ts). */
@@ -149,8 +196,14 @@ export function stepLine(m: StepMetrics): string {
       m.rolloutIs.rollout_is_clip_frac.toFixed(3)
     }`
     : "";
+  const ppo = m.ppo
+    ? ` | epoch ${m.ppo.epoch} vloss ${m.ppo.value_loss.toFixed(4)} approx_kl ${
+      m.ppo.approx_kl.toExponential(2)
+    } ` +
+      `ev ${m.ppo.explained_var.toFixed(3)}`
+    : "";
   return `loss ${m.loss.toFixed(5)} kl ${m.kl.toFixed(5)} clip ${m.clip_frac.toFixed(3)} ` +
     `grad_norm ${m.grad_norm.toFixed(4)} lr ${m.lr.toExponential(2)} tokens ${m.tokens} ${
       m.seconds.toFixed(1)
-    }s${mismatch}`;
+    }s${mismatch}${ppo}`;
 }

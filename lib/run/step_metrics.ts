@@ -65,6 +65,7 @@ export function stepMetricsRow(o: StepOutcome): Record<string, number> {
   }
   const mismatch = o.train[0]?.rolloutIs; // train.loss.rollout_is on: the batch's mismatch
   if (mismatch) Object.assign(row, mismatch);
+  Object.assign(row, ppoMeans(o.train));
   return row;
 }
 
@@ -79,6 +80,19 @@ export function stepLine(row: Record<string, number>, steps: number): string {
     `mask ${f("seconds_mask", 1)} train ${f("seconds_train", 1)} | rollout ${
       f("tokens_per_s_rollout", 0)
     } tok/s`;
+}
+
+/** PPO's metrics over the step's optimizer steps (value head runs only; empty otherwise). */
+function ppoMeans(train: readonly StepMetrics[]): Record<string, number> {
+  const ppo = train.flatMap((m) => (m.ppo ? [m.ppo] : []));
+  if (ppo.length === 0) return {};
+  return {
+    value_loss: mean(ppo.map((p) => p.value_loss)),
+    approx_kl: mean(ppo.map((p) => p.approx_kl)),
+    explained_var: mean(ppo.map((p) => p.explained_var)),
+    value_mean: mean(ppo.map((p) => p.value_mean)),
+    ppo_epochs_run: ppo.at(-1)!.epoch,
+  };
 }
 
 function mean(xs: readonly number[]): number {

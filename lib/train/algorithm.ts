@@ -1,30 +1,51 @@
 /**
  * The algorithm record the trainer is built from: the policy loss picked by `train.loss.objective`
- * (objective.ts) and whether its KL term is on. It says which per-token inputs the train graph takes,
- * in graph-input order; the batch builder (episodes.ts), the micro-batches (batch.ts), the train graph
- * (train_graph.ts) and the trainer's feeds (trainer.ts) all loop over this one list.
+ * (objective.ts), whether its KL term is on, and the heads the advantage estimator declares
+ * (`mask.estimator`'s `needs.heads`: gae declares the value head, value_head.ts, with its loss variant
+ * picked by `train.value.clip`). It says which per-token inputs the train graph takes, in graph-input
+ * order; the batch builder (episodes.ts), the micro-batches (batch.ts), the train graph
+ * (train_graph.ts), the trainer's feeds (trainer.ts) and the checkpoint all follow it.
+ *
+ * A loss that trains the language model alone (`sft`, the supervised warm start) takes no head: a warm
+ * start under a PPO config trains no value head, and the PPO run starts one fresh.
  *
  * @module
  */
 
-import type { TrainConfig } from "../config/schema.ts";
+import type { Config } from "../config/schema.ts";
+import { ESTIMATOR_REGISTRY } from "../advantages/registry.ts";
 import { POLICY_LOSSES, type PolicyLoss, type PolicyLossName, type TokenInput } from "./objective.ts";
+import { VALUE_LOSSES, type ValueLoss } from "./value_head.ts";
 
-/** What decides the train graph's per-token inputs. */
+/** What decides the train graph's per-token inputs and heads. */
 export interface AlgorithmSpec {
   objective: PolicyLossName;
   /** Whether the loss has its KL term (train.loss.beta > 0): the reference input and pass. */
   withReference: boolean;
+  /** The value head's loss variant, or absent for no value head. */
+  valueLoss?: ValueLoss["name"];
 }
 
-/** The algorithm of `train.loss`: its policy loss, and its KL term when beta > 0. */
-export function algorithmOf(train: TrainConfig): AlgorithmSpec {
-  return { objective: train.loss.objective, withReference: train.loss.beta > 0 };
+/** The algorithm of a configuration: `train.loss`, `train.value.clip` and `mask.estimator`'s heads. */
+export function algorithmOf(config: Pick<Config, "train" | "mask">): AlgorithmSpec {
+  const { train, mask } = config;
+  const loss = POLICY_LOSSES[train.loss.objective];
+  const heads = loss.takesHeads ? ESTIMATOR_REGISTRY[mask.estimator].needs.heads ?? [] : [];
+  return {
+    objective: train.loss.objective,
+    withReference: train.loss.beta > 0,
+    ...(heads.includes("value") ? { valueLoss: train.value.clip === null ? "squared" : "clipped" } : {}),
+  };
 }
 
 /** The policy loss of `spec`. */
 export function policyLossOf(spec: AlgorithmSpec): PolicyLoss {
   return POLICY_LOSSES[spec.objective];
+}
+
+/** The value loss of `spec`, when it has a value head. */
+export function valueLossOf(spec: AlgorithmSpec): ValueLoss | undefined {
+  return spec.valueLoss ? VALUE_LOSSES[spec.valueLoss] : undefined;
 }
 
 /** The reference input of `spec`, when its loss has a KL term and it is on. */
@@ -35,10 +56,9 @@ export function referenceInputOf(spec: AlgorithmSpec): TokenInput | undefined {
 /** Every per-token input of the train graph of `spec`, in graph-input order. */
 export function tokenInputsOf(spec: AlgorithmSpec): TokenInput[] {
   const reference = referenceInputOf(spec);
-  return [...policyLossOf(spec).inputs, ...(reference ? [reference] : [])];
-}
-
-/** The inputs of `spec` read from batch columns (the rest the trainer computes). */
-export function columnInputsOf(spec: AlgorithmSpec): TokenInput[] {
-  return tokenInputsOf(spec).filter((i) => i.column !== null);
+  return [
+    ...policyLossOf(spec).inputs,
+    ...(reference ? [reference] : []),
+    ...(valueLossOf(spec)?.inputs ?? []),
+  ];
 }

@@ -5,6 +5,8 @@
  *   adapter_config.json, adapter_model.safetensors   PEFT LoRA, float32
  *   optimizer.safetensors                            AdamW moments `exp_avg.<key>`, `exp_avg_sq.<key>`
  *   trainer_state.json                               optimizer step, optimizer name, base model, config hash
+ *   value_head.safetensors, value_optimizer.safetensors   PPO's value head and its optimizer, when trained
+ *                                                    (value_checkpoint.ts)
  *
  * @module
  */
@@ -18,6 +20,7 @@ import { readPeftAdapter, writePeftFiles } from "../model/peft.ts";
 import { readHeader, readTensor, writeSafetensors, writeTextAtomic } from "../safetensors/mod.ts";
 import { TOOLKIT_VERSION } from "../arrow/metadata.ts";
 import { initOptimizerState, type OptimizerState } from "./optimizer.ts";
+import { valueCheckpointBytes, type ValueState, writeValueState } from "./value_checkpoint.ts";
 
 export const OPTIMIZER_FILE = "optimizer.safetensors";
 export const STATE_FILE = "trainer_state.json";
@@ -39,6 +42,8 @@ export interface Checkpoint {
   optimizer: OptimizerState;
   /** The saved trainer state, when the checkpoint was written by the train stage. */
   state?: TrainerStateFile | null;
+  /** PPO's value head and its optimizer, when the algorithm has one. */
+  value?: ValueState;
 }
 
 /** Writes a checkpoint to `dir`; `extra` writes more files into the same unit (e.g. metrics.arrow). */
@@ -52,6 +57,7 @@ export async function saveCheckpoint(
   await writeDirAtomic(dir, async (tmp) => {
     await writePeftFiles(tmp, checkpoint.adapter, cfg, info.baseModel);
     await writeOptimizer(join(tmp, OPTIMIZER_FILE), checkpoint, cfg);
+    if (checkpoint.value) await writeValueState(tmp, checkpoint.value, cfg.hidden_size);
     const state: TrainerStateFile = {
       step: checkpoint.optimizer.step,
       optimizer: checkpoint.optimizer.name,
@@ -64,7 +70,8 @@ export async function saveCheckpoint(
     await extra?.(tmp);
   }, {
     kind: "adapter-dir",
-    bytes: checkpointBytes(cfg, checkpoint.adapter.spec, checkpoint.optimizer.name, 0),
+    bytes: checkpointBytes(cfg, checkpoint.adapter.spec, checkpoint.optimizer.name, 0) +
+      (checkpoint.value ? valueCheckpointBytes(cfg.hidden_size) : 0),
   });
 }
 

@@ -126,6 +126,8 @@ export interface PolicyLoss {
   reference?: TokenInput;
   /** Whether it reads the rollout's log-probs, so `train.loss.rollout_is` can recompute them. */
   readsOldLogprobs: boolean;
+  /** Whether the heads an estimator declares (the value head) train beside it. */
+  takesHeads: boolean;
   tokenLoss: Objective;
 }
 
@@ -140,6 +142,7 @@ export const POLICY_LOSSES: Readonly<Record<PolicyLossName, PolicyLoss>> = {
     inputs: [OLD_LOGPROBS, ADVANTAGES],
     reference: REF_LOGPROBS,
     readsOldLogprobs: true,
+    takesHeads: true,
     tokenLoss: clippedSurrogate,
   },
   sft: {
@@ -147,6 +150,7 @@ export const POLICY_LOSSES: Readonly<Record<PolicyLossName, PolicyLoss>> = {
     doc: "negative log-likelihood of the masked tokens (supervised warm start)",
     inputs: [],
     readsOldLogprobs: false,
+    takesHeads: false,
     tokenLoss: negativeLogLikelihood,
   },
 };

@@ -29,6 +29,7 @@
 import type { LoraWeights } from "../model/lora.ts";
 import { planMicroBatches, type TrainEpisode, unshift } from "./batch.ts";
 import { OLD_LOGPROBS } from "./objective.ts";
+import type { Tensors } from "./optimizer.ts";
 import type { LossScalars, Trainer } from "./trainer.ts";
 
 export type RolloutIsMode = "none" | "truncate" | "mask";
@@ -58,7 +59,7 @@ const RULES: Record<RolloutIs["mode"], WeightRule> = {
 
 /**
  * `old_trainer` of every episode: the train graph's log-probs with `params` at the run's temperature,
- * for the tokens that carry loss weight (NaN elsewhere).
+ * for the tokens that carry loss weight (NaN elsewhere). A graph with a value head needs its tensors.
  */
 export async function trainerLogprobs(
   trainer: Trainer,
@@ -67,10 +68,11 @@ export async function trainerLogprobs(
   params: LoraWeights,
   scalars: LossScalars,
   microBatchTokens: number,
+  valueHead?: Tensors,
 ): Promise<Float32Array[]> {
   const out: Float32Array[] = episodes.map((e) => new Float32Array(e.tokens.length).fill(NaN));
   for (const mb of planMicroBatches(episodes, weights, microBatchTokens, trainer.maxChunk)) {
-    const result = await trainer.run(mb, params, scalars);
+    const result = await trainer.run(mb, params, scalars, { valueHead });
     mb.episodes.forEach((e, row) => (out[e] = unshift(result.logprobs, mb, row, episodes[e].tokens.length)));
   }
   return out;

@@ -13,8 +13,12 @@
  *   algorithm.ts declares them (clipped: old_logprobs, advantages, and ref_logprobs with a reference;
  *   sft: none) · temperature [] · eps_low [] · eps_high [] · beta [] · chunk int64 [] (divides M) ·
  *   LoRA inputs
+ * With a value head (value_head.ts; the algorithm declares it): vf_coef [] · value_clip [] · the head's
+ *   four tensors.
  * Outputs:
- *   logprobs, pg, kl, clipped, entropy [M] · loss [] · grad.<PEFT key> per LoRA tensor
+ *   logprobs, pg, kl, clipped, entropy [M] · loss [] · grad.<PEFT key> per LoRA tensor; with a value
+ *   head also values [M] · value_loss [] · grad.<value head key> per head tensor (loss then includes
+ *   vf_coef · value_loss)
  *
  * @module
  */
@@ -34,9 +38,10 @@ import type { ExecutionProvider } from "../ort/providers.ts";
 import type { SharedTensor, SharedWeights } from "../model/shared_weights.ts";
 import { causalAttention, shaped } from "./attention.ts";
 import { fusedHeadLoss } from "./head_loss.ts";
-import { type AlgorithmSpec, policyLossOf, tokenInputsOf } from "./algorithm.ts";
+import { type AlgorithmSpec, policyLossOf, tokenInputsOf, valueLossOf } from "./algorithm.ts";
+import { addValueHead, VALUE_IO, type ValueHeadPart } from "./value_head.ts";
 
-const { Gather, Reshape, ScatterND, Shape, Unsqueeze } = OPS;
+const { Add, Gather, Reshape, ScatterND, Shape, Unsqueeze } = OPS;
 
 /** Graph input and output names. */
 export const TRAIN_IO = {
@@ -73,6 +78,13 @@ export interface TrainModel {
   loraKeys: string[];
   /** Built over shared weights: the shared tensors the session must be given (else empty). */
   shared: SharedTensor[];
+}
+
+/** The value head's outputs: values, value_loss and a gradient per head tensor. */
+function addValueOutputs(g: GraphBuilder, value: ValueHeadPart): void {
+  g.output(value.values, VALUE_IO.values);
+  g.output(value.valueLoss, VALUE_IO.valueLoss);
+  value.params.forEach((p, i) => g.output(value.grads[i], TRAIN_IO.grad(p.name)));
 }
 
 /** Builds the train graph of `model` for `spec`, over `shared` weights when given (graph/weights.ts). */
@@ -121,11 +133,21 @@ export function buildTrainModel(model: ModelDir, spec: TrainGraphSpec, shared?: 
     logSoftmax,
   );
 
+  const valueLoss = valueLossOf(spec);
+  const value = valueLoss
+    ? addValueHead(
+      g,
+      { headHidden, weights: weightsIn, inputs: tokenInputs, hidden: cfg.hidden_size },
+      valueLoss,
+      (seed, wrt) => backward(g, [{ value: seed, grad: g.scalar(1) }], wrt),
+    )
+    : undefined;
+  const dHead = value ? Add.emit(g, head.dHidden, value.dHidden) : head.dHidden; // [M, H]
   const dHidden = ScatterND.emit(
     g,
     zerosLike(g, hidden, "float32"),
     Unsqueeze.emit(g, headRows, [1]),
-    head.dHidden,
+    dHead,
     "add",
   ); // [N, H]
   const grads = backward(g, [{ value: hidden, grad: shaped(dHidden, ["N", cfg.hidden_size]) }], lora.tensors);
@@ -138,7 +160,8 @@ export function buildTrainModel(model: ModelDir, spec: TrainGraphSpec, shared?: 
   }
   g.output(head.clipped, TRAIN_IO.clipped);
   g.output(head.entropy, TRAIN_IO.entropy);
-  g.output(head.loss, TRAIN_IO.loss);
+  g.output(value ? Add.emit(g, head.loss, value.scaledLoss) : head.loss, TRAIN_IO.loss);
+  if (value) addValueOutputs(g, value);
   return {
     bytes: g.toModel({ doc: `Qwen3 LoRA train graph for ${model.dir}` }),
     externalFolder: weights.folder,

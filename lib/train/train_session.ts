@@ -1,7 +1,7 @@
 /**
  * `TrainSession`: what training keeps open for a whole run — the model directory, the train graph and
  * its onnxruntime session (built once: seconds for a large model, docs/ENGINE_FACTS.md), and the adapter
- * being trained with its optimizer state, in memory. A train step updates the adapter in place; the
+ * being trained with its optimizer state (and, for PPO, the value head with its own), in memory. A train step updates the adapter in place; the
  * next step continues from it without reading the checkpoint back (the checkpoint holds the same
  * float32 tensors, so continuing from memory equals continuing from the file, bit for bit).
  *
@@ -12,7 +12,7 @@
  */
 
 import { join } from "node:path";
-import type { ModelConfig, TrainConfig } from "../config/schema.ts";
+import type { Config, ModelConfig, TrainConfig } from "../config/schema.ts";
 import { UserError } from "../errors.ts";
 import { sha256Hex } from "../fs/sha256.ts";
 import { type Adapter, initLoraWeights, type LoraSpec } from "../model/lora.ts";
@@ -23,6 +23,7 @@ import { type Checkpoint, loadCheckpoint, loraDifferences, STATE_FILE } from "./
 import { initOptimizerState } from "./optimizer.ts";
 import { Trainer } from "./trainer.ts";
 import { algorithmOf } from "./algorithm.ts";
+import { freshValueState, readValueState } from "./value_checkpoint.ts";
 
 /** The LoRA spec of `train.lora`. */
 export function loraSpecOf(train: TrainConfig): LoraSpec {
@@ -88,23 +89,30 @@ export class TrainSession {
    * the train session computes on that one float32 copy (lib/model/shared_weights.ts).
    */
   static async open(
-    model: ModelConfig,
-    train: TrainConfig,
+    config: Pick<Config, "model" | "train" | "mask">,
     adapter: string | null,
     shared: { dir?: ModelDir; weights?: SharedWeights | null } = {},
   ): Promise<TrainSession> {
+    const { model, train } = config;
     await checkTrainStart(model, train, adapter);
     const dir = shared.dir ?? await openModelDir(model.path);
     const baseConfigSha256 = await sha256Hex(await Deno.readFile(join(dir.dir, "config.json")));
     const spec = loraSpecOf(train);
+    const algorithm = algorithmOf(config);
     const checkpoint = adapter
       ? await loadCheckpoint(adapter, dir.config, train.optimizer.name)
       : freshCheckpoint(dir, spec, train);
-    const trainer = await Trainer.create(dir, {
-      lora: spec,
-      ...algorithmOf(train),
-      ep: model.ep,
-    }, { threads: model.threads, sharedWeights: shared.weights });
+    if (algorithm.valueLoss) {
+      const { hidden_size: hidden } = dir.config;
+      const { seed, optimizer } = train;
+      checkpoint.value = adapter
+        ? await readValueState(adapter, hidden, seed, optimizer.name)
+        : freshValueState(hidden, seed, optimizer.name);
+    }
+    const trainer = await Trainer.create(dir, { lora: spec, ...algorithm, ep: model.ep }, {
+      threads: model.threads,
+      sharedWeights: shared.weights,
+    });
     return new TrainSession(dir, trainer, checkpoint, baseConfigSha256);
   }
 

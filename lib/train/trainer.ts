@@ -24,8 +24,10 @@ import {
 import type { HostTensor } from "../ort/value.ts";
 import type { MicroBatch } from "./batch.ts";
 import { buildTrainModel, TRAIN_IO, type TrainGraphSpec } from "./train_graph.ts";
-import { tokenInputsOf } from "./algorithm.ts";
+import { tokenInputsOf, valueLossOf } from "./algorithm.ts";
 import type { TokenInput } from "./objective.ts";
+import type { Tensors } from "./optimizer.ts";
+import { sizeOf, VALUE_IO, valueHeadSpecs } from "./value_head.ts";
 
 /** The run's scalars. */
 export interface LossScalars {
@@ -33,6 +35,18 @@ export interface LossScalars {
   epsLow: number;
   epsHigh: number;
   beta: number;
+  /** With a value head: the value loss's weight (train.value.vf_coef). */
+  vfCoef?: number;
+  /** With a value head: the value clip range (train.value.clip; unused by the squared loss). */
+  valueClip?: number;
+}
+
+/** What one run of the graph uses besides the micro-batch, the LoRA tensors and the scalars. */
+export interface RunOptions {
+  /** LoRA scale (default the spec's; 0 runs the base model: the reference pass). */
+  scale?: number;
+  /** The value head's tensors; required when the graph has a value head. */
+  valueHead?: Tensors;
 }
 
 /** What one micro-batch gives. Per-row arrays are `[M]`, one per head row (`MicroBatch.headRows`). */
@@ -44,6 +58,8 @@ export interface MicroResult {
   kl: Float32Array;
   clipped: Float32Array;
   entropy: Float32Array;
+  /** With a value head: V per head row, Σ weight · lv, and the head's gradients (of the whole loss). */
+  value?: { values: Float32Array; loss: number; grads: Map<string, Float32Array> };
 }
 
 export class Trainer {
@@ -88,13 +104,14 @@ export class Trainer {
     return this.#session.backend;
   }
 
-  /** Forward and backward over one micro-batch with LoRA `params` (scaled by `scale`, default the spec's). */
-  async run(
-    mb: MicroBatch,
-    params: LoraWeights,
-    s: LossScalars,
-    scale = loraScale(this.spec.lora),
-  ): Promise<MicroResult> {
+  /** Whether the graph has a value head (the algorithm declares one). */
+  get hasValueHead(): boolean {
+    return valueLossOf(this.spec) !== undefined;
+  }
+
+  /** Forward and backward over one micro-batch with LoRA `params` (and the value head, when it has one). */
+  async run(mb: MicroBatch, params: LoraWeights, s: LossScalars, o: RunOptions = {}): Promise<MicroResult> {
+    const scale = o.scale ?? loraScale(this.spec.lora);
     const dims = [mb.rows, mb.width];
     const head = [mb.headRows.length];
     const f32 = (data: Float32Array, shape = head): HostTensor => ({ type: "float32", data, dims: shape });
@@ -138,9 +155,36 @@ export class Trainer {
       [TRAIN_IO.entropy]: f32(result.entropy),
     };
     for (const t of keys) outputs[TRAIN_IO.grad(t.key)] = f32(result.grads.get(t.key)!, t.dims);
+    const value = this.hasValueHead ? this.#valueFeeds(mb, s, o.valueHead, inputs, outputs) : undefined;
     await this.#session.run(inputs, outputs);
     result.loss = loss[0];
+    if (value) result.value = { values: value.values, loss: value.loss[0], grads: value.grads };
     return result;
+  }
+
+  /** The value head's inputs (its tensors, vf_coef, value_clip) and its outputs, allocated here. */
+  #valueFeeds(
+    mb: MicroBatch,
+    s: LossScalars,
+    head: Tensors | undefined,
+    inputs: Record<string, HostTensor>,
+    outputs: Record<string, HostTensor>,
+  ) {
+    if (!head) throw new Error("trainer: the graph has a value head and no value-head tensors were given");
+    const M = mb.headRows.length;
+    const f32 = (data: Float32Array, dims: number[]): HostTensor => ({ type: "float32", data, dims });
+    inputs[VALUE_IO.vfCoef] = f32(Float32Array.of(s.vfCoef ?? 0), []);
+    inputs[VALUE_IO.clip] = f32(Float32Array.of(s.valueClip ?? 0), []);
+    const grads = new Map<string, Float32Array>();
+    for (const t of valueHeadSpecs(this.model.config.hidden_size)) {
+      inputs[t.key] = f32(head.get(t.key)!, t.dims);
+      grads.set(t.key, new Float32Array(sizeOf(t.dims)));
+      outputs[TRAIN_IO.grad(t.key)] = f32(grads.get(t.key)!, t.dims);
+    }
+    const values = new Float32Array(M), loss = new Float32Array(1);
+    outputs[VALUE_IO.values] = f32(values, [M]);
+    outputs[VALUE_IO.valueLoss] = f32(loss, []);
+    return { values, loss, grads };
   }
 
   /**

@@ -183,6 +183,14 @@ Deno.test("an old config's train.loss.aggregation: sft is refused at load with t
   assert.deepEqual([sft.train.loss.objective, sft.train.loss.aggregation], ["sft", "token_mean"]);
 });
 
+Deno.test("mask.estimator gae (PPO) is refused with the sft objective or GRPO's num_iterations", () => {
+  const gae = (train: Record<string, unknown>) => () => validateConfig({ mask: { estimator: "gae" }, train });
+  expectUserError(gae({ loss: { objective: "sft" } }), 'train.loss.objective (got "sft")', "clipped");
+  expectUserError(gae({ num_iterations: 2 }), "train.num_iterations (got 2)", "train.ppo_epochs to 2");
+  const ok = validateConfig({ mask: { estimator: "gae" }, train: { ppo_epochs: 2, value: { clip: 0.2 } } });
+  assert.deepEqual([ok.train.ppo_epochs, ok.train.value.clip, ok.train.value.lr], [2, 0.2, 1e-4]);
+});
+
 Deno.test("cross-field rules run before any model loads", () => {
   expectUserError(() => validateWith("rollout.group_size", 1), "rollout.group_size (got 1)", "grpo");
   assert.equal(

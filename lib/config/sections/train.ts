@@ -114,11 +114,51 @@ const loss = {
   }),
 };
 
+/** PPO's value head (mask.estimator gae): lib/train/value_head.ts. */
+const value = {
+  lr: float({
+    default: 1e-4,
+    min: 0,
+    minOpen: true,
+    max: 10,
+    doc: "value head's peak learning rate (its own optimizer, same kind and schedule; seed 002: 1e-4)",
+  }),
+  vf_coef: float({ default: 0.5, min: 0, doc: "weight of the value loss in the total loss (seed 002: 0.5)" }),
+  clip: float({
+    default: null,
+    nullable: true,
+    min: 0,
+    minOpen: true,
+    doc: "clip the value's change from the rollout's value to +-this in the value loss; null = plain " +
+      "squared error (seed 002's default)",
+  }),
+};
+
 export const train = {
   lora,
   optimizer,
   schedule,
   loss,
+  value,
+  ppo_epochs: int({
+    default: 4,
+    min: 1,
+    max: 64,
+    doc: "PPO (mask.estimator gae): epochs over each batch, in shuffled minibatches (seed 002: 4)",
+  }),
+  minibatch_episodes: int({
+    default: 32,
+    min: 1,
+    doc: "PPO: episodes per optimizer step within an epoch (the last minibatch may be smaller)",
+  }),
+  target_kl: float({
+    default: null,
+    nullable: true,
+    min: 0,
+    minOpen: true,
+    doc: "PPO: stop the batch's remaining epochs once a minibatch's approx-KL to the rollout policy " +
+      "exceeds 1.5 x this (before its step); null = never",
+  }),
   micro_batch_tokens: int({
     default: 4096,
     min: 16,
