@@ -26,7 +26,8 @@ import { defaultModelMissing } from "../lib/model/default_model.ts";
 import { readQwen3Config } from "../lib/model/hf_config.ts";
 import { openSession, stepLine, train, writeStageOutput } from "../lib/pipeline/mod.ts";
 import { checkpointBytes } from "../lib/train/checkpoint.ts";
-import { algorithmOf } from "../lib/train/algorithm.ts";
+import { algorithmOf, tokenInputsOf } from "../lib/train/algorithm.ts";
+import { requireInputColumns } from "../lib/train/episodes.ts";
 import { valueCheckpointBytes } from "../lib/train/value_checkpoint.ts";
 import type { Config } from "../lib/config/schema.ts";
 import { checkTrainStart, loraSpecOf } from "../lib/train/train_session.ts";
@@ -47,6 +48,7 @@ async function check(args: StageArgs): Promise<void> {
 
 async function main(args: StageArgs): Promise<void> {
   const batch = await readStageFiles(args.inputs, "batch");
+  requireInputColumns(batch, tokenInputsOf(algorithmOf(args.config))); // before any progress line
   const session = openSession(args.config, args.configHash);
   try {
     const steps = session.progress.start("train: steps", optimizerSteps(args.config, batch.rows));

@@ -67,9 +67,9 @@ export function episodesOf(batch: StageFile, o: EpisodeOptions = {}): TrainEpiso
 }
 
 /** Refuses a batch without a column that a declared input reads, naming the column and the input. */
-function requireInputColumns(batch: StageFile, inputs: readonly TokenInput[]): void {
+export function requireInputColumns(batch: StageFile, inputs: readonly TokenInput[]): void {
   for (const input of inputs) {
-    if (batch.has(input.column!)) continue;
+    if (input.column === null || batch.has(input.column)) continue;
     throw new UserError(`stage file ${batch.path}: column "${input.column}"`, {
       why: `the train stage reads it as ${input.name} (${input.doc}) and the file has none`,
       fix: "re-run deno task mask (and the stages before it) with the config you train with",
