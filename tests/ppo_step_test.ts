@@ -15,7 +15,13 @@ import { minibatches } from "../lib/train/ppo_step.ts";
 import { trainerLogprobs } from "../lib/train/rollout_is.ts";
 import { type StepSettings, trainOnBatch } from "../lib/train/step.ts";
 import { Trainer } from "../lib/train/trainer.ts";
-import { freshValueState, type ValueState } from "../lib/train/value_checkpoint.ts";
+import {
+  freshValueState,
+  readValueState,
+  type ValueState,
+  writeValueState,
+} from "../lib/train/value_checkpoint.ts";
+import { UserError } from "../lib/errors.ts";
 import { makeTinyModel } from "./helpers/tiny_model.ts";
 import { randomAdapter } from "./helpers/adapters.ts";
 import { mulberry32 } from "./reference/weights.ts";
@@ -121,4 +127,30 @@ Deno.test("PPO on a batch: epochs × minibatches steps of both optimizers; a tar
   } finally {
     await trainer.close();
   }
+});
+
+Deno.test("the value head and its optimizer round-trip through their files; a head of another size is refused", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "value-head-" });
+  const saved = freshValueState(64, 5, "adamw");
+  saved.optimizer.step = 7;
+  saved.optimizer.m.forEach((m, k) => m.fill(0.25).set([k.length]));
+  await writeValueState(dir, saved, 64);
+  const back = await readValueState(dir, 64, 99, "adamw");
+  assert.equal(back.optimizer.step, 7);
+  for (const [k, v] of saved.weights) assert.deepEqual(back.weights.get(k), v);
+  for (const [k, m] of saved.optimizer.m) assert.deepEqual(back.optimizer.m.get(k), m);
+  const sgd = await readValueState(dir, 64, 99, "sgd");
+  assert.equal(sgd.optimizer.step, 0, "another optimizer starts fresh");
+  assert.deepEqual(sgd.weights.get("value_head.2.bias"), saved.weights.get("value_head.2.bias"));
+  const fresh = await readValueState(await Deno.makeTempDir(), 64, 5, "adamw");
+  assert.deepEqual(
+    fresh.weights.get("value_head.0.weight"),
+    saved.weights.get("value_head.0.weight"),
+    "seeded",
+  );
+  await assert.rejects(
+    () => readValueState(dir, 32, 5, "adamw"),
+    (e) =>
+      e instanceof UserError && /value_head\.0\.weight/.test(e.message) && /hidden size 32/.test(e.message),
+  );
 });
