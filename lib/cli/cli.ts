@@ -53,6 +53,8 @@ export interface StageArgs {
   configHash: string;
   /** Named flags other than the common ones. */
   flags: Record<string, string | boolean | undefined>;
+  /** Every value of each repeatable flag (`multipleFlags`), in order. */
+  lists: Record<string, string[]>;
   input?: string;
   /** Every `--in` file, globs expanded, in order (`[input]` for a stage without `manyInputs`). */
   inputs: string[];
@@ -70,6 +72,8 @@ export interface StageSpec {
   summary: string;
   /** Extra flags beyond the common ones. */
   stringFlags?: string[];
+  /** Extra value flags that may repeat (their values in `StageArgs.lists`). */
+  multipleFlags?: string[];
   booleanFlags?: string[];
   /** Help lines for the extra flags. */
   flagHelp?: string[];
@@ -185,7 +189,7 @@ export async function prepareStage(spec: StageSpec, argv: string[]): Promise<Sta
       ...(writesOut(spec) || spec.takesOverwrite ? ["overwrite"] : []),
       ...(spec.booleanFlags ?? []),
     ],
-    multiple: readsIn(spec) ? ["in"] : [],
+    multiple: [...(readsIn(spec) ? ["in"] : []), ...(spec.multipleFlags ?? [])],
   });
   if (values.help) {
     console.log(stageHelp(spec));
@@ -205,6 +209,7 @@ export async function prepareStage(spec: StageSpec, argv: string[]): Promise<Sta
     config,
     configHash: hash,
     flags: values,
+    lists: Object.fromEntries((spec.multipleFlags ?? []).map((f) => [f, lists[f] ?? []])),
     input: inputs[0],
     inputs,
     output: values.out as string | undefined,

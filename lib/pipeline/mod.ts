@@ -22,4 +22,4 @@ export { score, type ScoreSummary } from "./score.ts";
 export { mask, type MaskSummary } from "./mask.ts";
 export { stepLine, stepSettingsOf, train, type TrainRequest, type TrainSummary } from "./train.ts";
 export { type EvalRequest, type EvalSummary, evalSummaryLine, evaluate } from "./evaluate.ts";
-export { report } from "./report.ts";
+export { compareReport, report } from "./report.ts";

@@ -11,6 +11,7 @@
  */
 
 export { renderReport, type ReportOptions } from "./page.ts";
+export { renderComparison } from "./compare.ts";
 export { type EvalPoint, loadRunData, requireRunDir, type RunData, type RunMetrics } from "./run_data.ts";
 export {
   type ChartOptions,
