@@ -2,6 +2,7 @@
  * `deno task bench`: engine and trainer speed against peers in the same run, as ratios.
  *
  *   deno task bench [--only engine,train,weights,rollout,score_mask] [--models tiny,qwen3-0.6b] [--bench.k=v …]
+ *   deno task bench --only algorithms [--tasks a.yaml,b.yaml] [--seeds 3] [--algorithms grpo,ppo] [--k.v=x …]
  *
  * `--only` takes a comma-separated list of sections and may repeat; an unknown section is refused
  * (bench/only.ts).
@@ -12,7 +13,9 @@
  * (bench/train_bench.ts) and the PyTorch peer on the same batch (bench/peer_torch.py, needs Debian's
  * python3-torch and libopenblas0-pthread); the loop's process memory with the policy and the trainer both
  * open, their weights separate or shared (bench/weights_bench.ts), with the PyTorch peer's peak on the
- * same batch. Each measurement runs in its own process, one at a time.
+ * same batch. Each measurement runs in its own process, one at a time. `--only algorithms` (never run
+ * unless named) compares the advantage estimators on the demo's tasks (bench/algorithms_bench.ts); its
+ * `--a.b=v` overrides go to every run of it.
  * Results go to runs/bench/results-<date>.{json,md}; paste the Markdown into BENCH.md.
  *
  * @module
@@ -29,8 +32,10 @@ import { buildDemoModel } from "../lib/demo/model.ts";
 import { DEMO_SETTINGS } from "../lib/demo/settings.ts";
 import { loadTools, toolSpecs } from "../lib/tools/registry.ts";
 import { benchEpisodes, writeBatchJson } from "./train_bench.ts";
-import { engineTables, loopTables, machineLines, trainTables, weightsTables } from "./report.ts";
+import { algorithmsTables, engineTables, loopTables, machineLines, trainTables, weightsTables } from "./report.ts";
 import { type BenchSection, parseOnly } from "./only.ts";
+import { ALGORITHMS, algorithmsSection, defaultTaskConfigs } from "./algorithms_bench.ts";
+import { UserError } from "../lib/errors.ts";
 
 const ROOT = resolve(new URL("..", import.meta.url).pathname);
 const OUT = join(ROOT, "runs", "bench");
@@ -214,25 +219,62 @@ interface BenchSettings {
   threads: number;
 }
 
+/** `--only algorithms`'s own flags. */
+interface AlgorithmFlags {
+  tasks: string[];
+  seeds: number;
+  algorithms?: string[];
+  overrides: Array<[string, string]>;
+}
+
 /** The command line: settings and sections, every mistake a one-line UserError before anything runs. */
 async function benchArgs(
   argv: string[],
-): Promise<{ b: BenchSettings; only: Set<BenchSection>; before?: string }> {
+): Promise<{ b: BenchSettings; only: Set<BenchSection>; before?: string; algorithms: AlgorithmFlags }> {
   const { values, lists, overrides } = parseCommandLine(argv, {
     command: "deno task bench",
-    string: ["models", "config", "before"],
+    string: ["models", "config", "before", "tasks", "seeds", "algorithms"],
     boolean: ["debug"],
     multiple: ["only"],
   });
   const only = parseOnly(lists.only ?? []);
-  const { config } = await loadConfig({ file: values.config as string | undefined, overrides });
+  // The algorithms section's overrides go to its runs (their own task configurations), not to bench.*.
+  const own = only.has("algorithms") ? [] : overrides;
+  const { config } = await loadConfig({ file: values.config as string | undefined, overrides: own });
   const b: BenchSettings = { ...config.bench, threads: config.model.threads };
   if (values.models) b.models = String(values.models).split(",");
-  return { b, only, before: values.before as string | undefined };
+  const algorithms: AlgorithmFlags = {
+    tasks: values.tasks ? String(values.tasks).split(",").map((t) => resolve(t)) : defaultTaskConfigs(),
+    seeds: values.seeds ? Number(values.seeds) : 3,
+    algorithms: values.algorithms ? String(values.algorithms).split(",") : undefined,
+    overrides: only.has("algorithms") ? overrides : [],
+  };
+  if (only.has("algorithms")) await checkAlgorithmFlags(algorithms);
+  return { b, only, before: values.before as string | undefined, algorithms };
+}
+
+/** `--seeds` a whole number from 1, `--algorithms` known names, every `--tasks` file a loadable config. */
+async function checkAlgorithmFlags(a: AlgorithmFlags): Promise<void> {
+  if (!Number.isInteger(a.seeds) || a.seeds < 1) {
+    throw new UserError("deno task bench: --seeds", {
+      value: a.seeds,
+      why: "it must be a whole number, 1 or more",
+      fix: "pass e.g. --seeds 3",
+    });
+  }
+  const unknown = a.algorithms?.find((name) => !(name in ALGORITHMS));
+  if (unknown !== undefined) {
+    throw new UserError("deno task bench: --algorithms", {
+      value: unknown,
+      why: "no algorithm of the comparison has that name",
+      fix: `use ${Object.keys(ALGORITHMS).join(", ")} (comma-separated)`,
+    });
+  }
+  for (const task of a.tasks) await loadConfig({ file: task, overrides: a.overrides });
 }
 
 if (import.meta.main) {
-  const { b, only, before } = await benchArgs(Deno.args).catch((e) =>
+  const { b, only, before, algorithms } = await benchArgs(Deno.args).catch((e) =>
     Deno.exit(reportFailure("bench", e, Deno.args.includes("--debug")))
   );
   const want = (section: BenchSection) => only.has(section);
@@ -253,6 +295,9 @@ if (import.meta.main) {
     if (want("rollout")) results[`rollout:${name}`] = await rolloutSection(name, dir, b);
   }
   if (want("loop")) results.loop = await loopSection(b, before);
+  if (want("algorithms")) {
+    results.algorithms = await algorithmsSection({ ...algorithms, root: join(OUT, "algorithms") });
+  }
   if (want("score_mask")) {
     console.error("score + mask: 10,000 episodes x 2,000 tokens …");
     results.score_mask = await denoScript("score_mask_bench.ts", ["--write"]);
@@ -286,6 +331,7 @@ if (import.meta.main) {
     ...(results.score_mask
       ? ["", `Score + mask (bench/score_mask_bench.ts): ${JSON.stringify(results.score_mask)}`]
       : []),
+    ...(results.algorithms ? ["", ...algorithmsTables(results.algorithms as never)] : []),
   ].join("\n");
   const stamp = started.toISOString().replace(/[:.]/g, "-");
   await Deno.writeTextFile(join(OUT, `results-${stamp}.json`), JSON.stringify(results, null, 2));

@@ -9,7 +9,10 @@
 import { UserError } from "../lib/errors.ts";
 
 /** The bench's sections, in the order they run. */
-export const BENCH_SECTIONS = ["engine", "train", "weights", "rollout", "loop", "score_mask"] as const;
+export const BENCH_SECTIONS = ["engine", "train", "weights", "rollout", "loop", "score_mask", "algorithms"] as const;
+
+/** Sections that run only when named: they take long (the algorithms comparison: about an hour per task). */
+export const ON_REQUEST: readonly BenchSection[] = ["algorithms"];
 export type BenchSection = typeof BENCH_SECTIONS[number];
 
 /** The sections the `--only` values name (every section when none is given). */
@@ -31,5 +34,6 @@ export function parseOnly(values: readonly string[]): Set<BenchSection> {
       });
     }
   }
-  return new Set((names.length ? names : BENCH_SECTIONS) as BenchSection[]);
+  const all = BENCH_SECTIONS.filter((s) => !ON_REQUEST.includes(s));
+  return new Set((names.length ? names : all) as BenchSection[]);
 }

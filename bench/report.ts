@@ -171,3 +171,64 @@ export function loopTables(r: Record<string, any>, peer: any): string[] {
     "",
   ];
 }
+
+/** One run of the algorithms section (algorithms_bench.ts `RunResult`). */
+interface AlgorithmRun {
+  task: string;
+  algorithm: string;
+  seed: number;
+  accuracyBefore: number;
+  accuracyAfter: number;
+  toolUseBefore: number;
+  toolUseAfter: number;
+  toolSuccessLast: number;
+  steps: number;
+  error?: string;
+}
+
+/** Mean ± sample standard deviation (over seeds), in percent; "–" without finite values. */
+function meanSpread(values: number[]): string {
+  const v = values.filter(Number.isFinite);
+  if (v.length === 0) return "–";
+  const mean = v.reduce((a, b) => a + b, 0) / v.length;
+  const sd = v.length > 1 ? Math.sqrt(v.reduce((a, b) => a + (b - mean) ** 2, 0) / (v.length - 1)) : 0;
+  return `${(100 * mean).toFixed(1)} ± ${(100 * sd).toFixed(1)}`;
+}
+
+/**
+ * BENCH.md's algorithms table per task: held-out accuracy and tool use after the warm start and at the
+ * end, training tool-call success at the last step, mean ± sample std over seeds, and the gain of each
+ * algorithm over grpo seed by seed (the same warm start).
+ */
+export function algorithmsTables(runs: AlgorithmRun[]): string[] {
+  const out: string[] = [];
+  for (const task of [...new Set(runs.map((r) => r.task))]) {
+    const own = runs.filter((r) => r.task === task);
+    const seeds = [...new Set(own.map((r) => r.seed))].length;
+    out.push(
+      `### Algorithms on ${task} (${seeds} seeds; held-out accuracy and tool use in %, mean ± std over seeds)`,
+      "",
+      "| algorithm | steps | accuracy after warm start | accuracy at the end | gain over grpo (points) | tool use at the end | tool calls ok, last step |",
+      "| --- | --- | --- | --- | --- | --- | --- |",
+    );
+    for (const algorithm of [...new Set(own.map((r) => r.algorithm))]) {
+      const rs = own.filter((r) => r.algorithm === algorithm);
+      const grpo = (seed: number) =>
+        own.find((r) => r.algorithm === "grpo" && r.seed === seed)?.accuracyAfter;
+      const gain = rs.map((r) => r.accuracyAfter - (grpo(r.seed) ?? NaN));
+      const failed = rs.filter((r) => r.error).length;
+      out.push(
+        `| ${algorithm}${failed ? ` (${failed} failed)` : ""} | ${Math.max(...rs.map((r) => r.steps))} | ` +
+          `${meanSpread(rs.map((r) => r.accuracyBefore))} | ${
+            meanSpread(rs.map((r) => r.accuracyAfter))
+          } | ` +
+          `${algorithm === "grpo" ? "–" : meanSpread(gain)} | ${
+            meanSpread(rs.map((r) => r.toolUseAfter))
+          } | ` +
+          `${meanSpread(rs.map((r) => r.toolSuccessLast))} |`,
+      );
+    }
+    out.push("");
+  }
+  return out;
+}
