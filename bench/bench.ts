@@ -32,7 +32,14 @@ import { buildDemoModel } from "../lib/demo/model.ts";
 import { DEMO_SETTINGS } from "../lib/demo/settings.ts";
 import { loadTools, toolSpecs } from "../lib/tools/registry.ts";
 import { benchEpisodes, writeBatchJson } from "./train_bench.ts";
-import { algorithmsTables, engineTables, loopTables, machineLines, trainTables, weightsTables } from "./report.ts";
+import {
+  algorithmsTables,
+  engineTables,
+  loopTables,
+  machineLines,
+  trainTables,
+  weightsTables,
+} from "./report.ts";
 import { type BenchSection, parseOnly } from "./only.ts";
 import { ALGORITHMS, algorithmsSection, defaultTaskConfigs } from "./algorithms_bench.ts";
 import { UserError } from "../lib/errors.ts";

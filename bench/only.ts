@@ -9,7 +9,15 @@
 import { UserError } from "../lib/errors.ts";
 
 /** The bench's sections, in the order they run. */
-export const BENCH_SECTIONS = ["engine", "train", "weights", "rollout", "loop", "score_mask", "algorithms"] as const;
+export const BENCH_SECTIONS = [
+  "engine",
+  "train",
+  "weights",
+  "rollout",
+  "loop",
+  "score_mask",
+  "algorithms",
+] as const;
 
 /** Sections that run only when named: they take long (the algorithms comparison: about an hour per task). */
 export const ON_REQUEST: readonly BenchSection[] = ["algorithms"];

@@ -9,11 +9,11 @@
 
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { readStageFile } from "../lib/arrow/read.ts";
-import { sha256Hex } from "../lib/fs/sha256.ts";
-import { makeTinyModel } from "./helpers/tiny_model.ts";
+import { readStageFile } from "../../lib/arrow/read.ts";
+import { sha256Hex } from "../../lib/fs/sha256.ts";
+import { makeTinyModel } from "../helpers/tiny_model.ts";
 
-const ROOT = new URL("..", import.meta.url).pathname;
+const ROOT = new URL("../..", import.meta.url).pathname;
 
 async function setup(): Promise<{ dir: string; config: string }> {
   const dir = await Deno.makeTempDir({ prefix: "ppo-loop-test-" });

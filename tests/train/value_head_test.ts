@@ -10,19 +10,19 @@
  */
 
 import assert from "node:assert/strict";
-import { openModelDir } from "../lib/model/model_dir.ts";
-import { type Adapter, type LoraSpec, loraTensorSpecs } from "../lib/model/lora.ts";
-import { aggregationWeights, planMicroBatches, type TrainEpisode, unshift } from "../lib/train/batch.ts";
-import { accumulate } from "../lib/train/step.ts";
-import { type LossScalars, Trainer } from "../lib/train/trainer.ts";
-import { initValueHead, valueHeadSpecs } from "../lib/train/value_head.ts";
-import type { Tensors } from "../lib/train/optimizer.ts";
-import { makeTinyModel } from "./helpers/tiny_model.ts";
-import { randomAdapter, referenceLoraOf } from "./helpers/adapters.ts";
-import { readReferenceWeights } from "./helpers/reference_model.ts";
-import { objective } from "./reference/objective.ts";
-import { Qwen3Reference } from "./reference/qwen3_f64.ts";
-import { mulberry32 } from "./reference/weights.ts";
+import { openModelDir } from "../../lib/model/model_dir.ts";
+import { type Adapter, type LoraSpec, loraTensorSpecs } from "../../lib/model/lora.ts";
+import { aggregationWeights, planMicroBatches, type TrainEpisode, unshift } from "../../lib/train/batch.ts";
+import { accumulate } from "../../lib/train/step.ts";
+import { type LossScalars, Trainer } from "../../lib/train/trainer.ts";
+import { initValueHead, valueHeadSpecs } from "../../lib/train/value_head.ts";
+import type { Tensors } from "../../lib/train/optimizer.ts";
+import { makeTinyModel } from "../helpers/tiny_model.ts";
+import { randomAdapter, referenceLoraOf } from "../helpers/adapters.ts";
+import { readReferenceWeights } from "../helpers/reference_model.ts";
+import { objective } from "../reference/objective.ts";
+import { Qwen3Reference } from "../reference/qwen3_f64.ts";
+import { mulberry32 } from "../reference/weights.ts";
 
 const VOCAB = 512;
 const SPEC: LoraSpec = { r: 2, alpha: 4, rslora: false, targets: ["q", "v", "up", "down"] };

@@ -7,9 +7,9 @@
 
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { curvesOf, groupsOf, meanCurves, runLabels } from "../lib/report/compare.ts";
-import { loadRunData } from "../lib/report/mod.ts";
-import { makeRunDir } from "./fixtures/run_dir.ts";
+import { curvesOf, groupsOf, meanCurves, runLabels } from "../../lib/report/compare.ts";
+import { loadRunData } from "../../lib/report/mod.ts";
+import { makeRunDir } from "../fixtures/run_dir.ts";
 
 /** Run directories under one tree: `<root>/<group>/<name>` for each of `names`. */
 async function runTree(names: string[]): Promise<string[]> {

@@ -7,24 +7,24 @@
  */
 
 import assert from "node:assert/strict";
-import { openModelDir } from "../lib/model/model_dir.ts";
-import type { LoraSpec } from "../lib/model/lora.ts";
-import { aggregationWeights, type TrainEpisode } from "../lib/train/batch.ts";
-import { initOptimizerState } from "../lib/train/optimizer.ts";
-import { minibatches } from "../lib/train/ppo_step.ts";
-import { trainerLogprobs } from "../lib/train/rollout_is.ts";
-import { type StepSettings, trainOnBatch } from "../lib/train/step.ts";
-import { Trainer } from "../lib/train/trainer.ts";
+import { openModelDir } from "../../lib/model/model_dir.ts";
+import type { LoraSpec } from "../../lib/model/lora.ts";
+import { aggregationWeights, type TrainEpisode } from "../../lib/train/batch.ts";
+import { initOptimizerState } from "../../lib/train/optimizer.ts";
+import { minibatches } from "../../lib/train/ppo_step.ts";
+import { trainerLogprobs } from "../../lib/train/rollout_is.ts";
+import { type StepSettings, trainOnBatch } from "../../lib/train/step.ts";
+import { Trainer } from "../../lib/train/trainer.ts";
 import {
   freshValueState,
   readValueState,
   type ValueState,
   writeValueState,
-} from "../lib/train/value_checkpoint.ts";
-import { UserError } from "../lib/errors.ts";
-import { makeTinyModel } from "./helpers/tiny_model.ts";
-import { randomAdapter } from "./helpers/adapters.ts";
-import { mulberry32 } from "./reference/weights.ts";
+} from "../../lib/train/value_checkpoint.ts";
+import { UserError } from "../../lib/errors.ts";
+import { makeTinyModel } from "../helpers/tiny_model.ts";
+import { randomAdapter } from "../helpers/adapters.ts";
+import { mulberry32 } from "../reference/weights.ts";
 
 const VOCAB = 512;
 const SPEC: LoraSpec = { r: 2, alpha: 4, rslora: false, targets: ["q", "v"] };

@@ -6,14 +6,14 @@
  * without `values` is refused naming the column and the stage that writes it.
  */
 import assert from "node:assert/strict";
-import { buildTable, listFromArrays, readStageFile } from "../lib/arrow/mod.ts";
-import { writeTable } from "../lib/arrow/stage_io.ts";
-import { defaultConfig, type MaskConfig } from "../lib/config/mod.ts";
-import { UserError } from "../lib/errors.ts";
-import { mask } from "../lib/pipeline/mod.ts";
-import { type EpisodeSpec, rolloutColumns, scoredTable } from "./fixtures/rollouts.ts";
-import { mulberry32 } from "./reference/weights.ts";
-import { testSession } from "./helpers/session.ts";
+import { buildTable, listFromArrays, readStageFile } from "../../lib/arrow/mod.ts";
+import { writeTable } from "../../lib/arrow/stage_io.ts";
+import { defaultConfig, type MaskConfig } from "../../lib/config/mod.ts";
+import { UserError } from "../../lib/errors.ts";
+import { mask } from "../../lib/pipeline/mod.ts";
+import { type EpisodeSpec, rolloutColumns, scoredTable } from "../fixtures/rollouts.ts";
+import { mulberry32 } from "../reference/weights.ts";
+import { testSession } from "../helpers/session.ts";
 
 const GAMMA = 0.9;
 const LAM = 0.8;
