@@ -16,6 +16,7 @@ import type { Qwen3Config } from "../model/hf_config.ts";
 import { type LoraShape, loraTensorSpecs, type LoraWeights, zeroLoraWeights } from "../model/lora.ts";
 import { LORA_SCALE_INPUT } from "../model/graph/lora_inputs.ts";
 import { buildInferenceModel, IO } from "./infer_graph.ts";
+import { graphForms } from "../model/graph/forms.ts";
 import { type CacheBinding, type CacheIO, cacheIO, emptyCache } from "./kv_cache.ts";
 import {
   bool,
@@ -96,7 +97,7 @@ export class InferenceEngine {
     lora: LoraShape | null,
     options: SessionOptions,
   ): Promise<InferenceEngine> {
-    const built = buildInferenceModel(model, lora, options.ep, sessionWeights(options));
+    const built = buildInferenceModel(model, lora, graphForms(options.ep), sessionWeights(options));
     const session = await openEngineSession(built.bytes, built.externalFolder, options, built.shared);
     const engine = new InferenceEngine(model.config, lora, session);
     engine.setLoraWeights(null, 0);

@@ -47,6 +47,7 @@ export function samplingFeeds(
   const k = params.topK > 0 ? Math.min(params.topK, vocab) : vocab;
   return {
     [IO.temperature]: float32([params.temperature], []),
+    [IO.sample]: bool(params.temperature > 0),
     [IO.uniforms]: float32(uniforms, [uniforms.length]),
     [IO.filter]: bool(filtered),
     [IO.topK]: int64([k], [1]),

@@ -13,7 +13,7 @@
  * Inputs (B sequences, S new tokens each, M cache length):
  *   input_ids int64 [B, S] · seqlens_k int32 [B] · total_seq_len int32 [] · past.L.key / past.L.value
  *   float32 [B, nKV, M, D] · LoRA inputs (lora_inputs.ts) · score_mode bool [] · targets int64 [B, S] ·
- *   temperature float [] · sample_rows int64 [B] (flat row of each sequence's last token) ·
+ *   temperature float [] · sample bool [] (temperature > 0) · sample_rows int64 [B] (flat row of each sequence's last token) ·
  *   uniforms float [B] · filter bool [] · top_k int64 [1] · top_p float [] · constrain bool [] ·
  *   constraint_fill float [B] · constraint_ids int64 [B, K] · constraint_bias float [B, K] · top_n int64 [1]
  *   · score_top int64 [1]  (constraints and alternatives: lib/model/graph/head.ts)
@@ -38,15 +38,13 @@ import {
   chunkedTopLogprobs,
   headChunkRows,
   inverseTemperature,
-  type LogSoftmaxFn,
-  logSoftmaxFor,
   sampleNext,
 } from "../model/graph/head.ts";
-import type { ExecutionProvider } from "../ort/providers.ts";
+import { type GraphForms, graphForms } from "../model/graph/forms.ts";
 import type { SharedTensor, SharedWeights } from "../model/shared_weights.ts";
 import { ropeTables } from "../model/graph/rope.ts";
 
-const { And, Concat, Gather, Greater, GroupQueryAttention, If, Reshape, Shape, Squeeze } = OPS;
+const { Concat, Gather, Greater, GroupQueryAttention, If, Reshape, Shape, Squeeze } = OPS;
 
 /** Graph input and output names the engine feeds and fetches. */
 export const IO = {
@@ -56,6 +54,7 @@ export const IO = {
   scoreMode: "score_mode",
   targets: "targets",
   temperature: "temperature",
+  sample: "sample",
   sampleRows: "sample_rows",
   uniforms: "uniforms",
   filter: "filter",
@@ -96,7 +95,7 @@ export interface InferenceModel {
 export function buildInferenceModel(
   model: ModelDir,
   lora: LoraShape | null,
-  ep: ExecutionProvider = "cpu",
+  forms: GraphForms = graphForms(),
   shared?: SharedWeights,
 ): InferenceModel {
   const cfg = model.config;
@@ -135,7 +134,7 @@ export function buildInferenceModel(
   };
   const flatIds = Reshape.emit(g, ids, [-1]); // [N]
   const hidden = decoder(g, flatIds, { cfg, weights, lora: loraInputs, attention }); // [N, H]
-  addHeads(g, hidden, headWeight(cfg, weights), cfg.vocab_size, logSoftmaxFor(ep));
+  addHeads(g, hidden, headWeight(cfg, weights), cfg.vocab_size, forms);
   return {
     bytes: g.toModel({ doc: `Qwen3 inference graph for ${model.dir}` }),
     externalFolder: weights.folder,
@@ -149,14 +148,16 @@ function addHeads(
   hidden: Value,
   w: Value,
   vocab: number,
-  logSoftmax: LogSoftmaxFn,
+  forms: GraphForms,
 ): void {
+  const chunk = forms.chunkedHead ? headChunkRows(vocab) : null;
   const scoreMode = g.input(IO.scoreMode, "bool", []);
   const targets = g.input(IO.targets, "int64", ["B", "S"]);
   const temperature = g.input(IO.temperature, "float32", []);
   const sampleRows = g.input(IO.sampleRows, "int64", ["B"]);
   const sampler = {
     temperature,
+    sample: g.input(IO.sample, "bool", []),
     uniforms: g.input(IO.uniforms, "float32", ["B"]),
     filter: g.input(IO.filter, "bool", []),
     topK: g.input(IO.topK, "int64", [1]),
@@ -172,8 +173,8 @@ function addHeads(
         Reshape.emit(b, targets, [-1]),
         w,
         inverseTemperature(b, temperature),
-        headChunkRows(vocab),
-        logSoftmax,
+        chunk,
+        forms.logSoftmax,
       ),
     ],
     (b) => [b.constant(new Float32Array(0), [0])],
@@ -186,7 +187,7 @@ function addHeads(
   g.output(logprobs, IO.nextLogprobs); // [B]
   g.output(topIds, IO.nextTopIds); // [B, n]
   g.output(topLogprobs, IO.nextTopLogprobs); // [B, n]
-  addScoreAlternatives(g, scoreMode, hidden, w, inverseTemperature(g, temperature), vocab, logSoftmax);
+  addScoreAlternatives(g, scoreMode, hidden, w, inverseTemperature(g, temperature), chunk, forms);
 }
 
 /** The sampler's constraint and alternative inputs (`deno task serve`; head.ts). */
@@ -202,24 +203,38 @@ function servingExtras(g: GraphBuilder) {
   };
 }
 
-/** The k most likely tokens after every scored row, only in score mode with score_top > 0. */
+/**
+ * The k most likely tokens after every scored row, only in score mode with score_top > 0. Two nested Ifs
+ * rather than one on `And`: a GPU provider computes `And` on the device, and an If reads its condition on
+ * the host, so that condition would be a device-to-host copy in every run.
+ */
 function addScoreAlternatives(
   g: GraphBuilder,
   scoreMode: Value,
   hidden: Value,
   w: Value,
   invT: Value,
-  vocab: number,
-  logSoftmax: LogSoftmaxFn,
+  chunk: number | null,
+  forms: GraphForms,
 ): void {
   const k = g.input(IO.scoreTop, "int64", [1]);
-  const wanted = And.emit(g, scoreMode, Squeeze.emit(g, Greater.emit(g, k, 0), [0])); // []
+  const none = (b: GraphBuilder) => [
+    b.constant(new BigInt64Array(0), [0, 0], "int64"),
+    b.constant(new Float32Array(0), [0, 0]),
+  ];
   const [ids, logprobs] = If.emit(
     g,
-    wanted,
-    (b) => chunkedTopLogprobs(b, hidden, w, invT, headChunkRows(vocab), logSoftmax, k),
-    (b) => [b.constant(new BigInt64Array(0), [0, 0], "int64"), b.constant(new Float32Array(0), [0, 0])],
-    "score_alternatives",
+    scoreMode,
+    (b) =>
+      If.emit(
+        b,
+        Squeeze.emit(b, Greater.emit(b, k, 0), [0]),
+        (c) => chunkedTopLogprobs(c, hidden, w, invT, chunk, forms.logSoftmax, k),
+        none,
+        "score_alternatives",
+      ),
+    none,
+    "score_mode_alternatives",
   ); // [N, k] or [0, 0]
   g.output(ids, IO.scoreTopIds);
   g.output(logprobs, IO.scoreTopLogprobs);

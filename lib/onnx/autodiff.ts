@@ -20,6 +20,11 @@ import type { GradRule, OpDef } from "./op_def.ts";
 import { OPS } from "./ops.ts";
 import type { GraphData } from "./proto.ts";
 
+/** Options of `backward`. */
+export interface BackwardOptions {
+  sum?: "Sum" | "Add";
+}
+
 /** A seed: `grad` is dLoss/d`value` (e.g. ones for the loss itself), with `value`'s shape. */
 export interface Seed {
   readonly value: Value;
@@ -32,11 +37,18 @@ export interface Seed {
  * Gradients from several seeds add up. Only nodes on a path from some `wrt` to some seed are
  * visited; a rule is told which inputs need gradients (`wants`), so frozen weights get no nodes.
  * Throws, naming the op and node, where a node on such a path has no gradient rule.
+ * `options.sum`: how contributions to one value are added, one `Sum` node (default) or a chain of `Add`s
+ * (for a provider without a Sum kernel; the same additions in the same order).
  */
-export function backward(g: GraphBuilder, seeds: readonly Seed[], wrt: readonly Value[]): (Value | null)[] {
+export function backward(
+  g: GraphBuilder,
+  seeds: readonly Seed[],
+  wrt: readonly Value[],
+  options: BackwardOptions = {},
+): (Value | null)[] {
   const forward = g.nodes.slice(); // the walk must not see the nodes it adds
   const live = dependents(forward, wrt);
-  const acc = new Accumulator(g);
+  const acc = new Accumulator(g, options.sum ?? "Sum");
   for (const seed of seeds) if (live.has(seed.value.name)) acc.add(seed.value, seed.grad);
   for (let k = forward.length - 1; k >= 0; k--) {
     const node = forward[k];
@@ -101,12 +113,12 @@ function ruleOf(node: NodeRecord, entry: OpDef | undefined): GradRule {
   );
 }
 
-/** Gradient contributions per value, summed once (one Sum node) when first read. */
+/** Gradient contributions per value, summed once (one Sum node, or a chain of Adds) when first read. */
 class Accumulator {
   private readonly parts = new Map<string, Value[]>();
   private readonly totals = new Map<string, Value>();
 
-  constructor(private readonly g: GraphBuilder) {}
+  constructor(private readonly g: GraphBuilder, private readonly sum: "Sum" | "Add") {}
 
   add(v: Value, grad: Value): void {
     if (this.totals.has(v.name)) throw new Error(`autodiff: gradient of ${v.name} added after it was read`);
@@ -120,10 +132,13 @@ class Accumulator {
     if (done) return done;
     const list = this.parts.get(v.name);
     if (!list) return null;
-    const sum = list.length === 1
-      ? list[0]
-      : this.g.scope(`${v.name}.grad`, () => OPS.Sum.emit(this.g, ...list));
+    const sum = list.length === 1 ? list[0] : this.g.scope(`${v.name}.grad`, () => this.#add(list));
     this.totals.set(v.name, sum);
     return sum;
+  }
+
+  #add(list: readonly Value[]): Value {
+    if (this.sum === "Sum") return OPS.Sum.emit(this.g, ...list);
+    return list.slice(1).reduce((total, part) => OPS.Add.emit(this.g, total, part), list[0]);
   }
 }

@@ -75,7 +75,10 @@ function extremumGrad(ctx: GradContext, dy: Value): (Value | null)[] {
   const y = ctx.node.outputs[0];
   const dtype = gradDtype(y, dy);
   const masks = xs.map((x) => o.Cast(o.Equal(x, y), dtype)); // [out] each
-  const share = o.Div(dy, o.Sum(...masks)); // [out]
+  // The tie count as a chain of Adds rather than one Sum: the same exact count, and a provider without a
+  // Sum kernel (WebGPU) keeps it on the device (lib/model/graph/forms.ts).
+  const ties = masks.slice(1).reduce((total, m) => o.Add(total, m), masks[0]); // [out]
+  const share = o.Div(dy, ties); // [out]
   return masks.map((m, i) => (ctx.wants[i] ? o.Mul(share, m) : null));
 }
 

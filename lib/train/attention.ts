@@ -16,7 +16,7 @@ import { OPS } from "../onnx/ops.ts";
 import type { Qwen3Config } from "../model/hf_config.ts";
 import type { AttentionFn } from "../model/graph/decoder.ts";
 
-const { Concat, Gather, Greater, Range, Reshape, Transpose, Unsqueeze, Where } = OPS;
+const { Cast, Concat, Gather, Greater, Range, Reshape, Transpose, Unsqueeze, Where } = OPS;
 
 /** A value with its shape stated where the emitter could not track it (computed reshape targets). */
 export function shaped(v: Value, shape: readonly Dim[]): Value {
@@ -70,10 +70,13 @@ export function causalAttention(
   };
 }
 
-/** `[T, T]`: 0 where key j ≤ query i, MASKED above the diagonal. */
+/**
+ * `[T, T]`: 0 where key j ≤ query i, MASKED above the diagonal. The positions are a float32 Range (exact
+ * below 2^24): a GPU provider has no int64 Range kernel and would build the mask on the host.
+ */
 function causalBias(g: GraphBuilder, bt: Value): Value {
-  const t = Gather.emit(g, bt, g.scalar(1, "int64"), 0); // []
-  const idx = Range.emit(g, g.scalar(0, "int64"), t, g.scalar(1, "int64")); // [T]
+  const t = Cast.emit(g, Gather.emit(g, bt, g.scalar(1, "int64"), 0), "float32"); // []
+  const idx = Range.emit(g, g.scalar(0), t, g.scalar(1)); // [T]
   const later = Greater.emit(g, Unsqueeze.emit(g, idx, [0]), Unsqueeze.emit(g, idx, [1])); // [T, T]: j > i
   return shaped(Where.emit(g, later, g.scalar(MASKED), g.scalar(0)), ["T", "T"]); // [T, T]
 }

@@ -54,6 +54,14 @@ export interface HeadLossOutputs {
   dHidden: Value;
 }
 
+/** How the head is written for a provider (lib/model/graph/forms.ts). */
+export interface HeadLossForms {
+  /** In chunks inside a Loop (default); false: one pass over all rows (no Loop kernel; `chunk` unused). */
+  chunked?: boolean;
+  /** How autodiff adds gradient contributions (default one Sum node). */
+  gradientSum?: "Sum" | "Add";
+}
+
 /** The fused chunked head (see the module doc); `w` is the head matrix `[V, H]`. */
 export function fusedHeadLoss(
   g: GraphBuilder,
@@ -62,7 +70,9 @@ export function fusedHeadLoss(
   hiddenSize: number,
   objective: Objective,
   logSoftmax: LogSoftmaxFn,
+  forms: HeadLossForms = {},
 ): HeadLossOutputs {
+  if (forms.chunked === false) return unchunkedHeadLoss(g, x, w, hiddenSize, objective, logSoftmax, forms);
   const n = Gather.emit(g, Shape.emit(g, x.hidden), g.scalar(0, "int64"), 0); // []
   const { scans } = Loop.emit(g, {
     name: "head_loss",
@@ -83,6 +93,7 @@ export function fusedHeadLoss(
         w,
         objective,
         logSoftmax,
+        forms,
       );
       return {
         carried: [],
@@ -102,6 +113,35 @@ export function fusedHeadLoss(
   };
 }
 
+/** The same computation as one chunk holding every row (no Loop; see `HeadLossForms.chunked`). */
+function unchunkedHeadLoss(
+  g: GraphBuilder,
+  x: HeadLossInputs,
+  w: Value,
+  hiddenSize: number,
+  objective: Objective,
+  logSoftmax: LogSoftmaxFn,
+  forms: HeadLossForms,
+): HeadLossOutputs {
+  const all = (v: Value) => shaped(v, ["C"]); // one chunk of every row: the symbol chunkStep uses
+  const rows = {
+    weights: all(x.weights),
+    old: all(x.old),
+    advantages: all(x.advantages),
+    ref: x.ref && all(x.ref),
+  };
+  const out = chunkStep(g, { ...x, targets: all(x.targets) }, rows, w, objective, logSoftmax, forms);
+  return {
+    logprobs: out.logprobs,
+    pg: out.pg,
+    kl: out.kl,
+    clipped: out.clipped,
+    entropy: out.entropy,
+    loss: out.loss,
+    dHidden: shaped(out.dHidden, ["N", hiddenSize]),
+  };
+}
+
 interface ChunkRows {
   weights: Value;
   inputs: Readonly<Record<string, Value>>;
@@ -114,6 +154,7 @@ function chunkStep(
   w: Value,
   objective: Objective,
   logSoftmax: LogSoftmaxFn,
+  forms: HeadLossForms,
 ) {
   const z = Gemm.emit(b, Mul.emit(b, x.hidden, x.invT), w, null, { transB: true }); // [C, V]
   const ls = logSoftmax(b, z); // [C, V]
@@ -128,7 +169,7 @@ function chunkStep(
   };
   const parts = objective(b, inputs);
   const loss = ReduceSum.emit(b, Mul.emit(b, rows.weights, parts.loss), [0], { keepdims: false }); // []
-  const [dlp] = backward(b, [{ value: loss, grad: b.scalar(1) }], [logprobs]); // [C]
+  const [dlp] = backward(b, [{ value: loss, grad: b.scalar(1) }], [logprobs], { sum: forms.gradientSum }); // [C]
   const p = Exp.emit(b, ls); // [C, V]
   const entropy = Neg.emit(b, ReduceSum.emit(b, Mul.emit(b, p, ls), [1], { keepdims: false })); // [C]
   const gcol = Unsqueeze.emit(b, dlp!, [1]); // [C, 1]

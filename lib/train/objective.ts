@@ -30,7 +30,7 @@
 import type { GraphBuilder, Value } from "../onnx/builder.ts";
 import { OPS } from "../onnx/ops.ts";
 
-const { Add, And, Cast, Clip, Exp, Greater, Less, Min, Mul, Neg, Or, Sub } = OPS;
+const { Add, And, Cast, Exp, Greater, Less, Max, Min, Mul, Neg, Sub, Where } = OPS;
 
 /**
  * A per-token input of the train graph. `name` is its graph input and the key of its per-token array in
@@ -92,15 +92,25 @@ export const clippedSurrogate: Objective = (g, x) => {
   const low = Sub.emit(g, 1, x.epsLow); // []
   const high = Add.emit(g, 1, x.epsHigh); // []
   const unclipped = Mul.emit(g, ratio, advantages); // [C]
-  const clippedTerm = Mul.emit(g, Clip.emit(g, ratio, low, high), advantages); // [C]
+  const clippedTerm = Mul.emit(g, clip(g, ratio, low, high), advantages); // [C]
   const pg = Neg.emit(g, Min.emit(g, unclipped, clippedTerm)); // [C]
   const below = And.emit(g, Less.emit(g, ratio, low), Less.emit(g, advantages, 0)); // [C]
   const above = And.emit(g, Greater.emit(g, ratio, high), Greater.emit(g, advantages, 0)); // [C]
-  const clipped = Cast.emit(g, Or.emit(g, below, above), "float32"); // [C]
+  // Max of the two indicators rather than Or: the same 0/1 values, and WebGPU has no Or kernel.
+  const clipped = Max.emit(g, Cast.emit(g, below, "float32"), Cast.emit(g, above, "float32")); // [C]
   if (!ref) return { loss: pg, pg, kl: Mul.emit(g, pg, 0), clipped };
   const kl = k3(g, x.logprobs, ref); // [C]
   return { loss: Add.emit(g, pg, Mul.emit(g, kl, x.beta)), pg, kl, clipped };
 };
+
+/**
+ * Clip(x, low, high) written with Where: the same values, and the same gradient (dy where x is within the
+ * bounds, a bound itself included). WebGPU's Clip reads its bounds on the host, which would copy the two
+ * scalars back from the device inside every train step (lib/model/graph/forms.ts).
+ */
+export function clip(g: GraphBuilder, x: Value, low: Value, high: Value): Value {
+  return Where.emit(g, Less.emit(g, x, low), low, Where.emit(g, Greater.emit(g, x, high), high, x));
+}
 
 /** Supervised warm start: negative log-likelihood of the masked tokens. */
 export const negativeLogLikelihood: Objective = (g, x) => {

@@ -25,14 +25,14 @@
 
 import { GraphBuilder } from "../onnx/builder.ts";
 import { backward } from "../onnx/autodiff.ts";
-import { zerosLike } from "../onnx/grad_util.ts";
 import { OPS } from "../onnx/ops.ts";
 import type { ModelDir } from "../model/model_dir.ts";
 import type { LoraShape } from "../model/lora.ts";
 import { addLoraInputs } from "../model/graph/lora_inputs.ts";
 import { addCheckpointWeights } from "../model/graph/weights.ts";
 import { decoder, headWeight } from "../model/graph/decoder.ts";
-import { inverseTemperature, logSoftmaxFor } from "../model/graph/head.ts";
+import { inverseTemperature } from "../model/graph/head.ts";
+import { graphForms } from "../model/graph/forms.ts";
 import { ropeTables } from "../model/graph/rope.ts";
 import type { ExecutionProvider } from "../ort/providers.ts";
 import type { SharedTensor, SharedWeights } from "../model/shared_weights.ts";
@@ -41,7 +41,7 @@ import { fusedHeadLoss } from "./head_loss.ts";
 import { type AlgorithmSpec, policyLossOf, tokenInputsOf, valueLossOf } from "./algorithm.ts";
 import { addValueHead, VALUE_IO, type ValueHeadPart } from "./value_head.ts";
 
-const { Add, Gather, Reshape, ScatterND, Shape, Unsqueeze } = OPS;
+const { Add, Expand, Gather, Reshape, ScatterND, Shape, Unsqueeze } = OPS;
 
 /** Graph input and output names. */
 export const TRAIN_IO = {
@@ -112,7 +112,7 @@ export function buildTrainModel(model: ModelDir, spec: TrainGraphSpec, shared?: 
   const flatIds = shaped(Reshape.emit(g, ids, [-1]), ["N"]); // [N]
   const hidden = shaped(decoder(g, flatIds, { cfg, weights, lora, attention }), ["N", cfg.hidden_size]); // [N, H]
 
-  const logSoftmax = logSoftmaxFor(spec.ep);
+  const forms = graphForms(spec.ep);
   const headHidden = shaped(Gather.emit(g, hidden, headRows, 0), ["M", cfg.hidden_size]); // [M, H]
   const head = fusedHeadLoss(
     g,
@@ -130,7 +130,8 @@ export function buildTrainModel(model: ModelDir, spec: TrainGraphSpec, shared?: 
     headWeight(cfg, weights),
     cfg.hidden_size,
     policyLossOf(spec).tokenLoss,
-    logSoftmax,
+    forms.logSoftmax,
+    { chunked: forms.chunkedHead, gradientSum: forms.gradientSum },
   );
 
   const valueLoss = valueLossOf(spec);
@@ -139,18 +140,22 @@ export function buildTrainModel(model: ModelDir, spec: TrainGraphSpec, shared?: 
       g,
       { headHidden, weights: weightsIn, inputs: tokenInputs, hidden: cfg.hidden_size },
       valueLoss,
-      (seed, wrt) => backward(g, [{ value: seed, grad: g.scalar(1) }], wrt),
+      (seed, wrt) => backward(g, [{ value: seed, grad: g.scalar(1) }], wrt, { sum: forms.gradientSum }),
     )
     : undefined;
   const dHead = value ? Add.emit(g, head.dHidden, value.dHidden) : head.dHidden; // [M, H]
+  // Zeros by Expand rather than ConstantOfShape: a GPU provider has no ConstantOfShape kernel and would
+  // make the [N, H] zeros on the host and copy them over in every step (graph/forms.ts).
+  const zeros = shaped(Expand.emit(g, g.scalar(0), Shape.emit(g, hidden)), ["N", cfg.hidden_size]); // [N, H]
   const dHidden = ScatterND.emit(
     g,
-    zerosLike(g, hidden, "float32"),
+    zeros,
     Unsqueeze.emit(g, headRows, [1]),
     dHead,
     "add",
   ); // [N, H]
-  const grads = backward(g, [{ value: hidden, grad: shaped(dHidden, ["N", cfg.hidden_size]) }], lora.tensors);
+  const seed = { value: hidden, grad: shaped(dHidden, ["N", cfg.hidden_size]) };
+  const grads = backward(g, [seed], lora.tensors, { sum: forms.gradientSum });
   lora.tensors.forEach((t, i) => {
     if (!grads[i]) throw new Error(`train graph: no gradient reaches ${t.name}`);
     g.output(grads[i]!, TRAIN_IO.grad(t.name));

@@ -29,9 +29,9 @@ import type { GraphBuilder, Value } from "../onnx/builder.ts";
 import { OPS } from "../onnx/ops.ts";
 import { Rng, streamSeed } from "../model/prng.ts";
 import type { Tensors } from "./optimizer.ts";
-import type { TokenInput } from "./objective.ts";
+import { clip, type TokenInput } from "./objective.ts";
 
-const { Add, Clip, Gemm, Greater, Max, Mul, Reshape, Sub, Where } = OPS;
+const { Add, Gemm, Greater, Max, Mul, Reshape, Sub, Where } = OPS;
 
 /** One tensor of the head: its state-dict key and shape. */
 export interface ValueTensorSpec {
@@ -124,7 +124,7 @@ export const VALUE_LOSSES: Readonly<Record<ValueLoss["name"], ValueLoss>> = {
     tokenLoss: (g, x) => {
       const returns = x.inputs[RETURNS.name], old = x.inputs[OLD_VALUES.name];
       const err = Sub.emit(g, x.values, returns); // [M]
-      const step = Clip.emit(g, Sub.emit(g, x.values, old), Mul.emit(g, x.clip, -1), x.clip); // [M]
+      const step = clip(g, Sub.emit(g, x.values, old), Mul.emit(g, x.clip, -1), x.clip); // [M]
       const clippedErr = Sub.emit(g, Add.emit(g, old, step), returns); // [M]
       return Max.emit(g, Mul.emit(g, err, err), Mul.emit(g, clippedErr, clippedErr)); // [M]
     },

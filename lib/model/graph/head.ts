@@ -66,6 +66,7 @@ export function inverseTemperature(g: GraphBuilder, temperature: Value): Value {
  * log softmax(h Wᵀ · invT)[target] per row: h `[N, H]`, targets int64 `[N]`, W `[V, H]` → `[N]`.
  * A Loop over `ceil(N / chunk)` chunks; the result grows by concatenation (N floats, cheap), because
  * Loop scan outputs must have the same shape every iteration and the last chunk may be shorter.
+ * `chunk` null: one pass over all rows, for a provider without a Loop kernel (graph/forms.ts).
  */
 export function chunkedTargetLogprobs(
   g: GraphBuilder,
@@ -73,9 +74,14 @@ export function chunkedTargetLogprobs(
   targets: Value,
   w: Value,
   invT: Value,
-  chunk: number,
+  chunk: number | null,
   logSoftmax: LogSoftmaxFn,
 ): Value {
+  const rowLogprobs = (b: GraphBuilder, hc: Value, tc: Value) => {
+    const z = Gemm.emit(b, Mul.emit(b, hc, invT), w, null, { transB: true }); // [C, V]
+    return Squeeze.emit(b, GatherElements.emit(b, logSoftmax(b, z), Unsqueeze.emit(b, tc, [1]), 1), [1]); // [C]
+  };
+  if (chunk === null) return rowLogprobs(g, h, targets); // [N]
   const n = Gather.emit(g, Shape.emit(g, h), g.scalar(0, "int64"), 0); // []
   const trips = Div.emit(g, Add.emit(g, n, chunk - 1), chunk); // []
   const empty = g.constant(new Float32Array(0), [0]); // [0]
@@ -86,12 +92,7 @@ export function chunkedTargetLogprobs(
     body: (b, iter, _cond, [acc]) => {
       const start = Unsqueeze.emit(b, Mul.emit(b, iter, chunk), [0]); // [1]
       const end = Min.emit(b, Add.emit(b, start, chunk), Unsqueeze.emit(b, n, [0])); // [1]
-      const hc = Slice.emit(b, h, start, end, [0]); // [C, H]
-      const tc = Slice.emit(b, targets, start, end, [0]); // [C]
-      const z = Gemm.emit(b, Mul.emit(b, hc, invT), w, null, { transB: true }); // [C, V]
-      const lp = Squeeze.emit(b, GatherElements.emit(b, logSoftmax(b, z), Unsqueeze.emit(b, tc, [1]), 1), [
-        1,
-      ]); // [C]
+      const lp = rowLogprobs(b, Slice.emit(b, h, start, end, [0]), Slice.emit(b, targets, start, end, [0])); // [C]
       return { carried: [Concat.emit(b, [acc, lp], 0)] }; // [rows so far]
     },
   });
@@ -102,6 +103,11 @@ export function chunkedTargetLogprobs(
 export interface SamplerInputs {
   /** float scalar: temperature (0 = greedy). */
   temperature: Value;
+  /**
+   * bool scalar: temperature > 0, given from the host. Absent, the graph compares the temperature itself;
+   * on a GPU provider that comparison runs on the device and the If that reads it waits for a copy back.
+   */
+  sample?: Value;
   /** float `[B]`: one uniform in (0, 1) per sequence. */
   uniforms: Value;
   /** bool scalar: use the top-k / top-p path. */
@@ -170,18 +176,28 @@ export function topAlternatives(g: GraphBuilder, p: Value, n: Value): [Value, Va
 
 /**
  * The `n` most likely tokens after every row (under softmax(h Wᵀ · invT)), in chunks as
- * `chunkedTargetLogprobs`: h `[N, H]` → `[ids int64 [N, n], log-probs [N, n]]`. Its own pass over the
- * head, run only when asked (scoring a prompt with alternatives), so plain scoring is unchanged.
+ * `chunkedTargetLogprobs` (`chunk` null: one pass): h `[N, H]` → `[ids int64 [N, n], log-probs [N, n]]`.
+ * Its own pass over the head, run only when asked (scoring a prompt with alternatives), so plain scoring
+ * is unchanged.
  */
 export function chunkedTopLogprobs(
   g: GraphBuilder,
   h: Value,
   w: Value,
   invT: Value,
-  chunk: number,
+  chunk: number | null,
   logSoftmax: LogSoftmaxFn,
   n: Value,
 ): [Value, Value] {
+  const rowTop = (b: GraphBuilder, hc: Value) => {
+    const z = Gemm.emit(b, Mul.emit(b, hc, invT), w, null, { transB: true }); // [C, V]
+    const [values, indices] = TopK.emit(b, logSoftmax(b, z), n, { axis: 1 }); // [C, n]
+    return [indices, values];
+  };
+  if (chunk === null) {
+    const [ids, lps] = rowTop(g, h);
+    return [ids, lps]; // [N, n], [N, n]
+  }
   const rows = Gather.emit(g, Shape.emit(g, h), g.scalar(0, "int64"), 0); // []
   const trips = Div.emit(g, Add.emit(g, rows, chunk - 1), chunk); // []
   const empty = Concat.emit(g, [g.ints([0]), n], 0); // [2] = 0, n
@@ -192,9 +208,7 @@ export function chunkedTopLogprobs(
     body: (b, iter, _cond, [accIds, accLps]) => {
       const start = Unsqueeze.emit(b, Mul.emit(b, iter, chunk), [0]); // [1]
       const end = Min.emit(b, Add.emit(b, start, chunk), Unsqueeze.emit(b, rows, [0])); // [1]
-      const hc = Slice.emit(b, h, start, end, [0]); // [C, H]
-      const z = Gemm.emit(b, Mul.emit(b, hc, invT), w, null, { transB: true }); // [C, V]
-      const [values, indices] = TopK.emit(b, logSoftmax(b, z), n, { axis: 1 }); // [C, n]
+      const [indices, values] = rowTop(b, Slice.emit(b, h, start, end, [0])); // [C, n]
       return { carried: [Concat.emit(b, [accIds, indices], 0), Concat.emit(b, [accLps, values], 0)] };
     },
   });
@@ -226,7 +240,7 @@ export function sampleNext(
   const u = Unsqueeze.emit(g, s.uniforms, [1]); // [B, 1]
   const [token] = If.emit(
     g,
-    Greater.emit(g, s.temperature, 0),
+    s.sample ?? Greater.emit(g, s.temperature, 0),
     (b) =>
       If.emit(
         b,
@@ -243,12 +257,22 @@ export function sampleNext(
   return extras.topN ? [...out, ...topAlternatives(g, p, extras.topN)] : out;
 }
 
-/** Index of the first entry whose running sum reaches `threshold`: p `[B, K]`, threshold `[B, 1]` → `[B, 1]`. */
+/**
+ * Index of the first entry whose running sum reaches `threshold`: p `[B, K]`, threshold `[B, 1]` → `[B, 1]`,
+ * as a float32 count (exact below 2^24). Counting in float keeps every step on a GPU provider, which has
+ * no int64 ReduceSum or Min: an int64 count would send `[B, K]` to the host and back inside each decode
+ * step (docs/ENGINE_FACTS.md, "The GPU path"). Indices become int64 only where a gather reads them.
+ */
 function inverseCdf(g: GraphBuilder, p: Value, threshold: Value, size: number | Value): Value {
   const cdf = CumSum.emit(g, p, 1); // [B, K]
-  const below = ReduceSum.emit(g, Cast.emit(g, Less.emit(g, cdf, threshold), "int64"), [1]); // [B, 1]
-  const last = typeof size === "number" ? g.scalar(size - 1, "int64") : Sub.emit(g, size, 1); // [] or [1]
+  const below = ReduceSum.emit(g, Cast.emit(g, Less.emit(g, cdf, threshold), "float32"), [1]); // [B, 1]
+  const last = typeof size === "number" ? g.scalar(size - 1) : Sub.emit(g, size, 1); // [] or [1]
   return Min.emit(g, below, last); // [B, 1]: rounding can put the threshold past the last sum
+}
+
+/** A float32 index (or indices) as the int64 a gather reads. */
+function toIndex(g: GraphBuilder, x: Value): Value {
+  return Cast.emit(g, x, "int64");
 }
 
 /**
@@ -262,13 +286,13 @@ function sampleTwoStage(g: GraphBuilder, p: Value, u: Value, vocab: number): Val
   const p3 = Reshape.emit(g, padded, [0, blocks, BLOCK]); // [B, nb, BLOCK]
   const mass = ReduceSum.emit(g, p3, [2], { keepdims: false }); // [B, nb]
   const threshold = Mul.emit(g, u, ReduceSum.emit(g, mass, [1])); // [B, 1]
-  const j = inverseCdf(g, mass, threshold, blocks); // [B, 1]
+  const j = inverseCdf(g, mass, threshold, blocks); // [B, 1] float
   const before = CumSum.emit(g, mass, 1, { exclusive: true }); // [B, nb]
-  const rest = Sub.emit(g, threshold, GatherElements.emit(g, before, j, 1)); // [B, 1]
-  const at = Expand.emit(g, Unsqueeze.emit(g, j, [2]), [1, 1, BLOCK]); // [B, 1, BLOCK]
+  const rest = Sub.emit(g, threshold, GatherElements.emit(g, before, toIndex(g, j), 1)); // [B, 1]
+  const at = toIndex(g, Expand.emit(g, Unsqueeze.emit(g, j, [2]), [1, 1, BLOCK])); // [B, 1, BLOCK]
   const inBlock = Squeeze.emit(g, GatherElements.emit(g, p3, at, 1), [1]); // [B, BLOCK]
-  const k = inverseCdf(g, inBlock, rest, BLOCK); // [B, 1]
-  return Min.emit(g, Add.emit(g, Mul.emit(g, j, BLOCK), k), g.scalar(vocab - 1, "int64")); // [B, 1]
+  const k = inverseCdf(g, inBlock, rest, BLOCK); // [B, 1] float
+  return toIndex(g, Min.emit(g, Add.emit(g, Mul.emit(g, j, BLOCK), k), g.scalar(vocab - 1))); // [B, 1]
 }
 
 /** `[B, n]` → `[B, n + extra]` with zero columns appended. */
@@ -284,7 +308,7 @@ function sampleFiltered(g: GraphBuilder, z: Value, p: Value, u: Value, s: Sample
   const sorted = GatherElements.emit(g, p, indices, 1); // [B, K]
   const before = CumSum.emit(g, sorted, 1, { exclusive: true }); // [B, K]: mass of better tokens
   const kept = Mul.emit(g, sorted, Cast.emit(g, Less.emit(g, before, s.topP), "float32")); // [B, K]; the first stays
-  const size = Gather.emit(g, Shape.emit(g, kept), g.ints([1]), 0); // [1]
-  const j = inverseCdf(g, kept, Mul.emit(g, u, ReduceSum.emit(g, kept, [1])), size); // [B, 1]
-  return GatherElements.emit(g, indices, j, 1); // [B, 1]
+  const size = Cast.emit(g, Gather.emit(g, Shape.emit(g, kept), g.ints([1]), 0), "float32"); // [1]
+  const j = inverseCdf(g, kept, Mul.emit(g, u, ReduceSum.emit(g, kept, [1])), size); // [B, 1] float
+  return GatherElements.emit(g, indices, toIndex(g, j), 1); // [B, 1]
 }
