@@ -25,6 +25,7 @@ export const ORT_API_INDEX = {
   EnableProfiling: 14,
   DisableMemPattern: 17,
   DisableCpuMemArena: 19,
+  SetSessionLogSeverityLevel: 22,
   SetSessionGraphOptimizationLevel: 23,
   SetIntraOpNumThreads: 24,
   SetInterOpNumThreads: 25,
@@ -32,9 +33,12 @@ export const ORT_API_INDEX = {
   SessionGetOutputCount: 31,
   SessionGetInputName: 36,
   SessionGetOutputName: 37,
+  CreateTensorAsOrtValue: 48,
   CreateTensorWithDataAsOrtValue: 49,
   GetTensorMutableData: 51,
+  CreateMemoryInfo: 68,
   CreateCpuMemoryInfo: 69,
+  MemoryInfoGetName: 71,
   AllocatorFree: 76,
   GetAllocatorWithDefaultOptions: 78,
   ReleaseStatus: 93,
@@ -43,15 +47,30 @@ export const ORT_API_INDEX = {
   ReleaseValue: 96,
   ReleaseSessionOptions: 100,
   SessionEndProfiling: 110,
+  GetAvailableProviders: 125,
+  ReleaseAvailableProviders: 126,
   AddSessionConfigEntry: 130,
+  CreateAllocator: 131,
+  ReleaseAllocator: 132,
+  RunWithBinding: 133,
+  CreateIoBinding: 134,
+  ReleaseIoBinding: 135,
+  BindInput: 136,
+  BindOutput: 137,
+  ClearBoundInputs: 141,
+  ClearBoundOutputs: 142,
   AddInitializer: 150,
   CreatePrepackedWeightsContainer: 166,
   ReleasePrepackedWeightsContainer: 167,
   CreateSessionFromArrayWithPrepackedWeightsContainer: 169,
+  GetTensorMemoryInfo: 194,
+  SynchronizeBoundOutputs: 203,
   SessionOptionsAppendExecutionProvider_CUDA_V2: 204,
   CreateCUDAProviderOptions: 205,
   ReleaseCUDAProviderOptions: 208,
   SessionOptionsAppendExecutionProvider: 216,
+  GetBuildInfoString: 254,
+  CopyTensors: 386,
 } as const;
 
 const STATUS = "pointer"; // OrtStatus*: null on success
@@ -70,6 +89,7 @@ const SIGNATURES = {
   EnableProfiling: { parameters: [P, B], result: STATUS }, // options, file prefix
   DisableMemPattern: { parameters: [P], result: STATUS },
   DisableCpuMemArena: { parameters: [P], result: STATUS },
+  SetSessionLogSeverityLevel: { parameters: [P, "i32"], result: STATUS }, // options, OrtLoggingLevel
   SetSessionGraphOptimizationLevel: { parameters: [P, "i32"], result: STATUS },
   SetIntraOpNumThreads: { parameters: [P, "i32"], result: STATUS },
   SetInterOpNumThreads: { parameters: [P, "i32"], result: STATUS },
@@ -77,10 +97,14 @@ const SIGNATURES = {
   SessionGetOutputCount: { parameters: [P, B], result: STATUS },
   SessionGetInputName: { parameters: [P, "usize", P, B], result: STATUS }, // session, i, allocator, char** out
   SessionGetOutputName: { parameters: [P, "usize", P, B], result: STATUS },
+  // allocator, shape (int64[]), rank, element type, OrtValue** out: a tensor in the allocator's memory
+  CreateTensorAsOrtValue: { parameters: [P, B, "usize", "i32", B], result: STATUS },
   // memory info, data, bytes, shape (int64[]), rank, element type, OrtValue** out
   CreateTensorWithDataAsOrtValue: { parameters: [P, P, "usize", B, "usize", "i32", B], result: STATUS },
   GetTensorMutableData: { parameters: [P, B], result: STATUS }, // value, void** out
+  CreateMemoryInfo: { parameters: [B, "i32", "i32", "i32", B], result: STATUS }, // name, allocator type, device id, mem type, out
   CreateCpuMemoryInfo: { parameters: ["i32", "i32", B], result: STATUS }, // allocator type, mem type, out
+  MemoryInfoGetName: { parameters: [P, B], result: STATUS }, // memory info, const char** out
   AllocatorFree: { parameters: [P, P], result: STATUS },
   GetAllocatorWithDefaultOptions: { parameters: [B], result: STATUS },
   ReleaseStatus: { parameters: [P], result: "void" },
@@ -89,7 +113,18 @@ const SIGNATURES = {
   ReleaseValue: { parameters: [P], result: "void" },
   ReleaseSessionOptions: { parameters: [P], result: "void" },
   SessionEndProfiling: { parameters: [P, P, B], result: STATUS }, // session, allocator, char** out
+  GetAvailableProviders: { parameters: [B, B], result: STATUS }, // char*** out, int* count
+  ReleaseAvailableProviders: { parameters: [P, "i32"], result: STATUS },
   AddSessionConfigEntry: { parameters: [P, B, B], result: STATUS }, // options, key, value
+  CreateAllocator: { parameters: [P, P, B], result: STATUS }, // session, memory info, OrtAllocator** out
+  ReleaseAllocator: { parameters: [P], result: "void" },
+  RunWithBinding: { parameters: [P, P, P], result: STATUS }, // session, run options, binding
+  CreateIoBinding: { parameters: [P, B], result: STATUS }, // session, OrtIoBinding** out
+  ReleaseIoBinding: { parameters: [P], result: "void" },
+  BindInput: { parameters: [P, B, P], result: STATUS }, // binding, name, OrtValue*
+  BindOutput: { parameters: [P, B, P], result: STATUS }, // binding, name, OrtValue* (pre-allocated)
+  ClearBoundInputs: { parameters: [P], result: "void" },
+  ClearBoundOutputs: { parameters: [P], result: "void" },
   AddInitializer: { parameters: [P, B, P], result: STATUS }, // options, name, OrtValue* (caller's memory)
   CreatePrepackedWeightsContainer: { parameters: [B], result: STATUS }, // OrtPrepackedWeightsContainer** out
   ReleasePrepackedWeightsContainer: { parameters: [P], result: "void" },
@@ -98,11 +133,16 @@ const SIGNATURES = {
     parameters: [P, B, "usize", P, P, B],
     result: STATUS,
   },
+  GetTensorMemoryInfo: { parameters: [P, B], result: STATUS }, // value, const OrtMemoryInfo** out (not owned)
+  SynchronizeBoundOutputs: { parameters: [P], result: STATUS }, // binding: waits for the device's writes
   SessionOptionsAppendExecutionProvider_CUDA_V2: { parameters: [P, P], result: STATUS },
   CreateCUDAProviderOptions: { parameters: [B], result: STATUS },
   ReleaseCUDAProviderOptions: { parameters: [P], result: "void" },
   // options, provider name, option keys, option values, n
   SessionOptionsAppendExecutionProvider: { parameters: [P, B, B, B, "usize"], result: STATUS },
+  GetBuildInfoString: { parameters: [], result: P }, // const char*, owned by the library
+  // env, source OrtValue* [n], destination OrtValue* [n], sync stream (null: synchronous), n
+  CopyTensors: { parameters: [P, B, B, P, "usize"], result: STATUS },
 } as const satisfies Record<keyof typeof ORT_API_INDEX, Deno.ForeignFunction>;
 
 type Signatures = typeof SIGNATURES;

@@ -23,6 +23,9 @@
  */
 
 import { check, cString, ortApi, outPointer, outSlot } from "./api.ts";
+import { IoBinding } from "./binding.ts";
+import { DeviceMemory } from "./device.ts";
+import { ortEnv } from "./env.ts";
 import type { ExecutionProvider } from "./providers.ts";
 import type { OrtTensor } from "./value.ts";
 
@@ -59,19 +62,6 @@ export interface OrtSessionOptions {
   memPattern?: boolean;
   /** Share prepacked weights with every other session created with the same container. */
   prepackedWeights?: PrepackedWeights;
-}
-
-const ORT_LOGGING_LEVEL_WARNING = 2;
-
-let env: Deno.PointerValue = null;
-
-/** The process's `OrtEnv` (onnxruntime keeps one per process and counts references to it). */
-function ortEnv(): Deno.PointerValue {
-  if (env) return env;
-  const out = outSlot();
-  check(ortApi().CreateEnv(ORT_LOGGING_LEVEL_WARNING, cString("deno-rl"), out), "CreateEnv");
-  env = outPointer(out);
-  return env;
 }
 
 /** A name as a C string, kept alive with its address for the `const char*` arrays Run takes. */
@@ -177,6 +167,21 @@ export class OrtSession {
         );
       }
     });
+  }
+
+  /** A new IO binding for this session (binding.ts); release it before the session. */
+  createBinding(): IoBinding {
+    return new IoBinding(this.#live());
+  }
+
+  /** Runs with the values bound to `binding`. */
+  runBinding(binding: IoBinding): void {
+    check(ortApi().RunWithBinding(this.#live(), null, binding.pointer), "RunWithBinding");
+  }
+
+  /** This session's allocator for `provider`'s device memory (device.ts); release it before the session. */
+  deviceMemory(provider: Exclude<ExecutionProvider, "cpu">): DeviceMemory {
+    return new DeviceMemory(this.#live(), provider);
   }
 
   /** Ends profiling and returns the profile's file name (null when profiling is off). */
