@@ -6,7 +6,10 @@
  *
  * Every run writes its outputs into arrays given to it (session.ts): the KV cache, which is also the past
  * input, and small arrays for sampled tokens and log-probs. The adapter's tensors and each cache view are
- * bound to the session once and reused by every run that feeds them.
+ * bound to the session once and reused by every run that feeds them. On a GPU provider the cache lives in
+ * device memory (device_cache.ts) and the adapter is uploaded once (device_session.ts), so a decode step
+ * sends token ids and sampling inputs to the device and brings back sampled ids and log-probs only.
+ * Scoring is in scoring.ts.
  *
  * @module
  */
@@ -17,7 +20,10 @@ import { type LoraShape, loraTensorSpecs, type LoraWeights, zeroLoraWeights } fr
 import { LORA_SCALE_INPUT } from "../model/graph/lora_inputs.ts";
 import { buildInferenceModel, IO } from "./infer_graph.ts";
 import { graphForms } from "../model/graph/forms.ts";
-import { type CacheBinding, type CacheIO, cacheIO, emptyCache } from "./kv_cache.ts";
+import { type BatchCache, type CacheBinding, type CacheIO, cacheIO, KvCache } from "./kv_cache.ts";
+import { DeviceKvCache } from "./device_cache.ts";
+import { attentionTokenLimit } from "./attention_probe.ts";
+import { type Alternatives, type ScoredWithAlternatives, Scorer } from "./scoring.ts";
 import {
   bool,
   constraintFeeds,
@@ -35,8 +41,6 @@ import {
   type SessionOptions,
   sessionWeights,
 } from "./session.ts";
-import { packRows } from "./pack.ts";
-import type { HostTensor } from "../ort/value.ts";
 
 /** One step of a generation batch: new tokens for every sequence of the binding. */
 export interface StepInput {
@@ -57,12 +61,6 @@ export interface StepInput {
   topN?: number;
 }
 
-/** The most likely tokens at one position, most likely first, with their log-probs. */
-export interface Alternatives {
-  ids: number[];
-  logprobs: number[];
-}
-
 /** A sampled token per sequence. */
 export interface StepOutput {
   tokens: number[];
@@ -71,24 +69,42 @@ export interface StepOutput {
   top?: Alternatives[];
 }
 
-/** Log-probs of a scored sequence plus, per position, its alternatives (entry 0 has none). */
-export interface ScoredWithAlternatives {
-  logprobs: Float32Array;
-  top: (Alternatives | null)[];
-}
+export type { Alternatives, ScoredWithAlternatives } from "./scoring.ts";
 
 export class InferenceEngine {
   readonly config: Qwen3Config;
   readonly lora: LoraShape | null;
   readonly #session: EngineSession;
+  readonly #scorer: Scorer;
   #loraFeeds: Record<string, BoundTensor> = {};
   /** Past inputs and present outputs of each cache binding seen, bound once. */
   readonly #caches = new WeakMap<CacheBinding, CacheIO<BoundTensor>>();
 
-  private constructor(config: Qwen3Config, lora: LoraShape | null, session: EngineSession) {
+  /**
+   * Most new tokens one call may carry (Infinity: no limit). Finite where the provider's attention was
+   * found wrong for longer calls (attention_probe.ts): prefills, continuations and scoring then go in
+   * pieces.
+   */
+  readonly maxStepTokens: number;
+
+  private constructor(
+    config: Qwen3Config,
+    lora: LoraShape | null,
+    session: EngineSession,
+    maxStepTokens: number,
+  ) {
     this.config = config;
     this.lora = lora;
     this.#session = session;
+    this.maxStepTokens = maxStepTokens;
+    this.#scorer = new Scorer({
+      config,
+      maxStepTokens,
+      loraFeeds: () => this.#loraFeeds,
+      createCache: (batch, capacity) => this.createCache(batch, capacity),
+      bindCache: (cache) => this.#cache(cache),
+      run: (inputs, outputs) => this.#session.run(inputs, outputs),
+    });
   }
 
   /** Builds the graph for `model` with LoRA inputs of `lora` and opens its session. */
@@ -99,7 +115,8 @@ export class InferenceEngine {
   ): Promise<InferenceEngine> {
     const built = buildInferenceModel(model, lora, graphForms(options.ep), sessionWeights(options));
     const session = await openEngineSession(built.bytes, built.externalFolder, options, built.shared);
-    const engine = new InferenceEngine(model.config, lora, session);
+    const limit = session.device ? attentionTokenLimit(options.ep ?? "cpu", model.config) : Infinity;
+    const engine = new InferenceEngine(model.config, lora, session, limit);
     engine.setLoraWeights(null, 0);
     return engine;
   }
@@ -132,6 +149,17 @@ export class InferenceEngine {
     this.#loraFeeds = {};
   }
 
+  /**
+   * A KV cache for `batch` sequences of `capacity` positions: in device memory on a GPU provider (the
+   * decode steps then read and write it there), else in JS memory.
+   */
+  createCache(batch: number, capacity: number): BatchCache {
+    const device = this.#session.device;
+    return device
+      ? new DeviceKvCache(this.config, batch, capacity, device, "float32")
+      : new KvCache(this.config, batch, capacity);
+  }
+
   /** The cache's past inputs and present outputs, bound on first use (freed when the GC drops the cache). */
   #cache(cache: CacheBinding): CacheIO<BoundTensor> {
     let bound = this.#caches.get(cache);
@@ -145,92 +173,26 @@ export class InferenceEngine {
   /**
    * Log-probs of each sequence's tokens: entry 0 NaN, entry t = log p(seq[t] | seq[<t]) under
    * softmax(logits / temperature). Sequences are packed into calls of at most `tokenBudget` padded
-   * tokens (a longer sequence gets a call of its own).
+   * tokens (a longer sequence gets a call of its own). See scoring.ts.
    */
-  async score(
+  score(
     seqs: readonly (readonly number[])[],
     temperature: number,
     tokenBudget: number,
   ): Promise<Float32Array[]> {
-    const out: Float32Array[] = new Array(seqs.length);
-    for (const group of packRows(seqs.map((s) => s.length), tokenBudget)) {
-      const rows = group.map((i) => seqs[i]);
-      const lps = await this.#scoreCall(rows, temperature);
-      group.forEach((i, j) => (out[i] = lps[j]));
-    }
-    return out;
+    return this.#scorer.score(seqs, temperature, tokenBudget);
   }
 
   /**
    * `score` plus the `k` most likely tokens at every position (position t: the alternatives to token t,
    * given the tokens before it), from the same pass over the head as `score`'s log-probs.
    */
-  async scoreWithAlternatives(
+  scoreWithAlternatives(
     seqs: readonly (readonly number[])[],
     temperature: number,
     k: number,
   ): Promise<ScoredWithAlternatives[]> {
-    const out: ScoredWithAlternatives[] = [];
-    for (const seq of seqs) {
-      const top = { ids: new BigInt64Array(seq.length * k), logprobs: new Float32Array(seq.length * k) };
-      const [logprobs] = await this.#scoreCall([seq], temperature, { k, ...top });
-      out.push({
-        logprobs,
-        top: Array.from({ length: seq.length }, (_, t) =>
-          t === 0 ? null : {
-            ids: Array.from(top.ids.subarray((t - 1) * k, t * k), Number),
-            logprobs: Array.from(top.logprobs.subarray((t - 1) * k, t * k)),
-          }),
-      });
-    }
-    return out;
-  }
-
-  async #scoreCall(
-    rows: readonly (readonly number[])[],
-    temperature: number,
-    alternatives?: { k: number; ids: BigInt64Array; logprobs: Float32Array },
-  ): Promise<Float32Array[]> {
-    const B = rows.length;
-    const S = Math.max(...rows.map((r) => r.length));
-    const ids = new Array<number>(B * S).fill(0);
-    const targets = new Array<number>(B * S).fill(0);
-    rows.forEach((r, b) =>
-      r.forEach((t, i) => {
-        ids[b * S + i] = t;
-        if (i > 0) targets[b * S + i - 1] = t;
-      })
-    );
-    const feeds = {
-      ...this.#loraFeeds,
-      ...cacheIO(emptyCache(this.config, B), (t) => t).past, // [B, nKV, 0, D]: no cache
-      ...samplingFeeds({ temperature, topK: 0, topP: 1 }, new Array(B).fill(0.5), this.config.vocab_size),
-      [IO.ids]: int64(ids, [B, S]),
-      [IO.seqlens]: int32(rows.map((r) => r.length - 1), [B]),
-      [IO.total]: int32([S], []),
-      [IO.scoreMode]: bool(true),
-      [IO.targets]: int64(targets, [B, S]),
-      [IO.sampleRows]: int64(rows.map((_, b) => b * S), [B]),
-      ...constraintFeeds(undefined, B),
-      [IO.topN]: int64([0], [1]),
-      [IO.scoreTop]: int64([alternatives?.k ?? 0], [1]),
-    };
-    const flat = new Float32Array(B * S); // [B*S]
-    const fetched: Record<string, HostTensor> = {
-      [IO.targetLogprobs]: { type: "float32", data: flat, dims: [B * S] },
-    };
-    if (alternatives) {
-      const dims = [B * S, alternatives.k];
-      fetched[IO.scoreTopIds] = { type: "int64", data: alternatives.ids, dims };
-      fetched[IO.scoreTopLogprobs] = { type: "float32", data: alternatives.logprobs, dims };
-    }
-    await this.#session.run(feeds, fetched);
-    return rows.map((r, b) => {
-      const lp = new Float32Array(r.length);
-      lp[0] = NaN;
-      lp.set(flat.subarray(b * S, b * S + r.length - 1), 1);
-      return lp;
-    });
+    return this.#scorer.scoreWithAlternatives(seqs, temperature, k);
   }
 
   /** Runs one generation step (prefill, decode or continuation) and returns the sampled tokens. */
@@ -257,6 +219,7 @@ export class InferenceEngine {
     const n = input.topN ?? 0;
     const topIds = new BigInt64Array(B * n); // [B, n]
     const topLogprobs = new Float32Array(B * n); // [B, n]
+    input.cache.stage?.before();
     await this.#session.run(feeds, {
       ...cache.present,
       [IO.nextTokens]: { type: "int64", data: tokens, dims: [B] },
@@ -268,6 +231,7 @@ export class InferenceEngine {
         }
         : {}),
     });
+    input.cache.stage?.after();
     const out: StepOutput = { tokens: Array.from(tokens, Number), logprobs: Array.from(logprobs) };
     if (n > 0) {
       out.top = Array.from({ length: B }, (_, b) => ({

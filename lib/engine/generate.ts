@@ -47,6 +47,11 @@ export class GenerationBatch {
     return this.#scheduler.slots;
   }
 
+  /** Frees the batch's KV cache (device memory at once); the batch is unusable after. */
+  release(): void {
+    this.#scheduler.release();
+  }
+
   get stats(): BatchStats {
     return this.#scheduler.stats;
   }

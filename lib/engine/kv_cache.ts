@@ -13,21 +13,43 @@
  */
 
 import type { HostTensor } from "../ort/value.ts";
+import type { DeviceTensor } from "../ort/device.ts";
 import type { Qwen3Config } from "../model/hf_config.ts";
 import { IO } from "./infer_graph.ts";
 
+/** A cache buffer: host memory (this file) or device memory (device_cache.ts). */
+export type CacheTensor = HostTensor<"float32"> | DeviceTensor;
+
 /** One layer's key and value buffers (or one sequence's view of them). */
 export interface CacheLayer {
-  key: HostTensor<"float32">; // [B, nKV, M, D]
-  value: HostTensor<"float32">; // [B, nKV, M, D]
+  key: CacheTensor; // [B, nKV, M, D]
+  value: CacheTensor; // [B, nKV, M, D]
 }
 
 /** A cache (or one sequence's view of it) to bind to the graph as past inputs and present outputs. */
 export interface CacheBinding {
   layers: readonly CacheLayer[];
+  /**
+   * Set where the layers are a staging copy of rows that cannot be viewed in place (device rows after
+   * the first, device_cache.ts): `before` copies the rows in before the run, `after` copies them back.
+   */
+  stage?: { before(): void; after(): void };
 }
 
-export class KvCache {
+/** The KV cache of a batch of sequences, in host memory (`KvCache`) or device memory (`DeviceKvCache`). */
+export interface BatchCache {
+  readonly batch: number;
+  /** Positions per sequence (M). */
+  readonly capacity: number;
+  /** Bytes held by the cache. */
+  readonly bytes: number;
+  /** Sequences `[from, to)`, `[to - from, nKV, M, D]` per layer, bound to the same memory each time. */
+  range(from: number, to: number): CacheBinding;
+  /** Frees device memory now (host memory goes with the garbage collector). */
+  release(): void;
+}
+
+export class KvCache implements BatchCache {
   readonly batch: number;
   /** Positions per sequence (M). */
   readonly capacity: number;
@@ -81,6 +103,8 @@ export class KvCache {
     return binding;
   }
 
+  release(): void {}
+
   #bind(view: (data: Float32Array) => Float32Array, batch: number): CacheBinding {
     const dims = [batch, ...this.#dims];
     const layers = this.#keys.map((data, l) => ({
@@ -111,7 +135,7 @@ export interface CacheIO<T> {
  * Names a cache's buffers as the graph's past inputs and present outputs: `wrap` turns each buffer into
  * what the session takes (called once per buffer, and the result serves as both past and present).
  */
-export function cacheIO<T>(cache: CacheBinding, wrap: (t: HostTensor<"float32">) => T): CacheIO<T> {
+export function cacheIO<T>(cache: CacheBinding, wrap: (t: CacheTensor) => T): CacheIO<T> {
   const io: CacheIO<T> = { past: {}, present: {} };
   cache.layers.forEach((layer, l) => {
     const [key, value] = [wrap(layer.key), wrap(layer.value)];

@@ -135,7 +135,10 @@ export class LocalPolicy implements Policy {
       tokens: (i) => Promise.resolve(batch.tokens(i)),
       stats: (): Promise<BatchStats> => Promise.resolve({ ...batch.stats }),
       close: () => {
-        if (!closed) this.#open -= 1;
+        if (!closed) {
+          this.#open -= 1;
+          batch.release();
+        }
         closed = true;
         return Promise.resolve();
       },
@@ -213,6 +216,7 @@ export class LocalPolicy implements Policy {
   #retireScheduler(): void {
     const old = this.#scheduler?.stats;
     if (old) { for (const k of Object.keys(old) as (keyof BatchStats)[]) this.#sequenceStats[k] += old[k]; }
+    this.#scheduler?.release();
     this.#scheduler = null;
   }
 
@@ -236,6 +240,7 @@ export class LocalPolicy implements Policy {
   }
 
   async close(): Promise<void> {
+    this.#retireScheduler();
     await this.#engine.close();
   }
 }

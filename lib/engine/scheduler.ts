@@ -43,7 +43,7 @@ import type { Alternatives } from "./engine.ts";
 import type { BatchStats, GenerateOptions, Generation } from "./turn.ts";
 
 export type { BatchStats, GenerateOptions, Generation, TokenEvent } from "./turn.ts";
-import { KvCache } from "./kv_cache.ts";
+import type { BatchCache } from "./kv_cache.ts";
 import { samplingUniform } from "./seeds.ts";
 import { yieldToEventLoop } from "./yield.ts";
 
@@ -83,7 +83,7 @@ export class TurnScheduler {
   /** Most tokens a sequence may hold. */
   readonly capacity: number;
   readonly #engine: InferenceEngine;
-  readonly #cache: KvCache;
+  readonly #cache: BatchCache;
   readonly #slots: (Slot | null)[];
   readonly #waiting: Array<() => void> = [];
   #running = false;
@@ -99,11 +99,16 @@ export class TurnScheduler {
     this.capacity = capacity;
     this.#exact = options.exact ?? true;
     this.#slots = new Array(slots).fill(null);
-    this.#cache = new KvCache(engine.config, slots, capacity + 1); // +1: the ride-along position
+    this.#cache = engine.createCache(slots, capacity + 1); // +1: the ride-along position
   }
 
   get slots(): number {
     return this.#slots.length;
+  }
+
+  /** Frees the cache's device memory now (a host cache goes with the garbage collector); unusable after. */
+  release(): void {
+    this.#cache.release();
   }
 
   /** Sequences holding a slot. */
@@ -267,15 +272,19 @@ export class TurnScheduler {
     for (const i of slots) this.#slots[i]!.admitted = true;
   }
 
-  /** One call over adjacent fresh slots: caches all but the last token of each one's prompt. */
+  /**
+   * One call over adjacent fresh slots: caches all but the last token of each one's prompt. Where the
+   * engine limits the new tokens of a call (`maxStepTokens`, attention_probe.ts), the call caches the
+   * first piece of each prompt and the rest follows in batch-1 continuations.
+   */
   async #prefill(run: readonly number[]): Promise<void> {
     const started = performance.now();
     const seqs = run.map((i) => this.#slots[i]!);
     const B = seqs.length;
-    const lengths = seqs.map((s) => s.tokens.length - 1);
+    const lengths = seqs.map((s) => Math.min(s.tokens.length - 1, this.#engine.maxStepTokens));
     const S = Math.max(...lengths);
     const ids = new Array<number>(B * S).fill(0); // [B, S], right-padded
-    seqs.forEach((s, b) => s.tokens.slice(0, -1).forEach((t, j) => (ids[b * S + j] = t)));
+    seqs.forEach((s, b) => s.tokens.slice(0, lengths[b]).forEach((t, j) => (ids[b * S + j] = t)));
     await this.#engine.step({
       ids,
       batch: B,
@@ -289,27 +298,32 @@ export class TurnScheduler {
     seqs.forEach((s, b) => (s.cached = lengths[b]));
     this.stats.prefillTokens += lengths.reduce((a, b) => a + b, 0);
     this.stats.prefillMs += performance.now() - started;
+    for (const i of run) await this.#extend(i); // the rest of prompts longer than one call may take
   }
 
-  /** Caches all but the last pending token of the sequence in `slot` (a batch-1 call on its rows). */
+  /**
+   * Caches all but the last pending token of the sequence in `slot`: batch-1 calls on its rows, of at most
+   * `maxStepTokens` new tokens each.
+   */
   async #extend(slot: number): Promise<void> {
     const s = this.#slots[slot]!;
-    const pending = s.tokens.slice(s.cached, -1);
-    if (pending.length === 0) return;
-    const started = performance.now();
-    await this.#engine.step({
-      ids: pending,
-      batch: 1,
-      width: pending.length,
-      seqlens: [s.cached + pending.length - 1],
-      sampleAt: [pending.length - 1],
-      uniforms: [0.5],
-      sampling: { temperature: 0, topK: 0, topP: 1 },
-      cache: this.#cache.range(slot, slot + 1),
-    });
-    s.cached += pending.length;
-    this.stats.prefillTokens += pending.length;
-    this.stats.prefillMs += performance.now() - started;
+    while (s.tokens.length - 1 > s.cached) {
+      const pending = s.tokens.slice(s.cached, -1).slice(0, this.#engine.maxStepTokens);
+      const started = performance.now();
+      await this.#engine.step({
+        ids: pending,
+        batch: 1,
+        width: pending.length,
+        seqlens: [s.cached + pending.length - 1],
+        sampleAt: [pending.length - 1],
+        uniforms: [0.5],
+        sampling: { temperature: 0, topK: 0, topP: 1 },
+        cache: this.#cache.range(slot, slot + 1),
+      });
+      s.cached += pending.length;
+      this.stats.prefillTokens += pending.length;
+      this.stats.prefillMs += performance.now() - started;
+    }
   }
 
   /** Feeds each live sequence its last token, over all slots (exact) or `[0, highest live]`. */

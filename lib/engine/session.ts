@@ -32,6 +32,11 @@ import { ortApi } from "../ort/api.ts";
 import type { ExecutionProvider } from "../ort/providers.ts";
 import { GRAPH_OPTIMIZATION, type GraphOptimization, OrtSession } from "../ort/session.ts";
 import { type HostTensor, OrtTensor } from "../ort/value.ts";
+import { DeviceTensor } from "../ort/device.ts";
+import { DeviceEngineSession } from "./device_session.ts";
+import type { BoundTensor, EngineSession, Feed } from "./engine_session.ts";
+
+export type { BoundTensor, EngineSession, Feed } from "./engine_session.ts";
 import { type SharedTensor, sharedTensorData, type SharedWeights } from "../model/shared_weights.ts";
 
 /** How to run a graph. */
@@ -108,25 +113,6 @@ export async function createSession(
   }
 }
 
-/** A host tensor held by an engine session for many runs (a KV cache layer, an adapter tensor). */
-export interface BoundTensor {
-  readonly host: HostTensor;
-  /** Frees the session's handle (never the JS memory). */
-  release(): void;
-}
-
-/** A run's tensor: a host tensor (wrapped for that run only) or a bound one. */
-export type Feed = HostTensor | BoundTensor;
-
-/** The engine's session: every output of a run is written into the JS array given for it. */
-export interface EngineSession {
-  readonly backend: "ffi" | "binding";
-  bind(tensor: HostTensor): BoundTensor;
-  /** Runs with `inputs`; each requested output is given with its exact shape and written in place. */
-  run(inputs: Record<string, Feed>, outputs: Record<string, Feed>): Promise<void>;
-  close(): Promise<void>;
-}
-
 /** Opens the engine's session: through FFI where the library loads, else through the binding. */
 export async function openEngineSession(
   bytes: Uint8Array,
@@ -156,7 +142,13 @@ export async function openEngineSession(
         cpuArena: !initializers,
         memPattern: !initializers,
       });
-      return new FfiEngineSession(session);
+      if (o.ep === "cpu") return new FfiEngineSession(session);
+      try {
+        return new DeviceEngineSession(session, session.deviceMemory(o.ep));
+      } catch (e) {
+        session.release();
+        throw e;
+      }
     } catch (e) {
       throw providerError(o.ep, e);
     }
@@ -235,11 +227,9 @@ function providerError(ep: ExecutionProvider, e: unknown): unknown {
 }
 
 class FfiBound implements BoundTensor {
-  readonly host: HostTensor;
   readonly tensor: OrtTensor;
 
   constructor(host: HostTensor) {
-    this.host = host;
     this.tensor = OrtTensor.of(host);
   }
 
@@ -250,14 +240,15 @@ class FfiBound implements BoundTensor {
 
 class FfiEngineSession implements EngineSession {
   readonly backend = "ffi";
+  readonly device = null;
   readonly #session: OrtSession;
 
   constructor(session: OrtSession) {
     this.#session = session;
   }
 
-  bind(tensor: HostTensor): BoundTensor {
-    return new FfiBound(tensor);
+  bind(tensor: HostTensor | DeviceTensor): BoundTensor {
+    return new FfiBound(hostOnly(tensor));
   }
 
   run(inputs: Record<string, Feed>, outputs: Record<string, Feed>): Promise<void> {
@@ -285,11 +276,9 @@ class FfiEngineSession implements EngineSession {
 }
 
 class BindingBound implements BoundTensor {
-  readonly host: HostTensor;
   readonly tensor: ort.Tensor;
 
   constructor(host: HostTensor) {
-    this.host = host;
     this.tensor = bindingTensor(host);
   }
 
@@ -298,14 +287,15 @@ class BindingBound implements BoundTensor {
 
 class BindingEngineSession implements EngineSession {
   readonly backend = "binding";
+  readonly device = null;
   readonly #session: ort.InferenceSession;
 
   constructor(session: ort.InferenceSession) {
     this.#session = session;
   }
 
-  bind(tensor: HostTensor): BoundTensor {
-    return new BindingBound(tensor);
+  bind(tensor: HostTensor | DeviceTensor): BoundTensor {
+    return new BindingBound(hostOnly(tensor));
   }
 
   async run(inputs: Record<string, Feed>, outputs: Record<string, Feed>): Promise<void> {
@@ -318,6 +308,14 @@ class BindingEngineSession implements EngineSession {
   async close(): Promise<void> {
     await this.#session.release();
   }
+}
+
+/** A host session's tensor: device tensors belong to device sessions only. */
+function hostOnly(tensor: HostTensor | DeviceTensor): HostTensor {
+  if (tensor instanceof DeviceTensor) {
+    throw new Error("engine session: a device tensor given to a host session");
+  }
+  return tensor;
 }
 
 /** An onnxruntime-node tensor over the host tensor's memory (no copy). */

@@ -42,7 +42,12 @@ export interface OrtValueHandle {
   readonly value: Deno.PointerObject;
 }
 
-/** A tensor in device memory (see the module comment). */
+const finalizer = new FinalizationRegistry<Deno.PointerObject>((value) => ortApi().ReleaseValue(value));
+
+/**
+ * A tensor in device memory (see the module comment). Release it when done; one that is dropped is
+ * released when the garbage collector finds it (its device memory then returns to the allocator).
+ */
 export class DeviceTensor implements OrtValueHandle {
   readonly type: DeviceElementType;
   readonly dims: readonly number[];
@@ -60,6 +65,7 @@ export class DeviceTensor implements OrtValueHandle {
     this.dims = [...dims];
     this.#value = value;
     this.#parent = parent ?? null;
+    finalizer.register(this, value, this);
   }
 
   get value(): Deno.PointerObject {
@@ -81,7 +87,9 @@ export class DeviceTensor implements OrtValueHandle {
 
   /** Frees the OrtValue (a tensor's memory goes back to its allocator; a view frees only itself). */
   release(): void {
-    if (this.#value) ortApi().ReleaseValue(this.#value);
+    if (!this.#value) return;
+    finalizer.unregister(this);
+    ortApi().ReleaseValue(this.#value);
     this.#value = null;
   }
 }

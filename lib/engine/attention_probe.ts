@@ -1,0 +1,102 @@
+/**
+ * Checks, once per process and head layout, that a GPU provider's GroupQueryAttention gives the CPU
+ * provider's result for a call with many new tokens, and returns how many new tokens a call may carry.
+ *
+ * Why: with onnxruntime 1.30.0 on Mesa's lavapipe (Vulkan on the CPU, what CI runs WebGPU on), a
+ * GroupQueryAttention call with 32 or more new tokens is wrong for every query after the eighth (log-prob
+ * errors around 1e-2), with or without a past, at any batch size, while calls of up to 31 tokens and
+ * every decode step match the CPU to 1e-7 (measured; docs/ENGINE_FACTS.md, "The GPU path"). Whether a
+ * real GPU's driver does the same is not known here, so rather than assume either way the engine asks
+ * the device: one call of `PROBE_TOKENS` random tokens with the model's own head layout, on the provider
+ * and on the CPU. Where they differ, prefills, continuations and scoring run in pieces of at most
+ * `SAFE_TOKENS` new tokens (scheduler.ts, engine.ts); where they agree there is no limit.
+ *
+ * @module
+ */
+
+import { GraphBuilder } from "../onnx/builder.ts";
+import { OPS } from "../onnx/ops.ts";
+import type { Qwen3Config } from "../model/hf_config.ts";
+import { ropeTables } from "../model/graph/rope.ts";
+import type { ExecutionProvider } from "../ort/providers.ts";
+import { OrtSession } from "../ort/session.ts";
+import { OrtTensor } from "../ort/value.ts";
+
+/** New tokens in the probe call: the smallest count measured wrong on lavapipe. */
+export const PROBE_TOKENS = 32;
+/** New tokens per call where the probe fails: the largest count measured right. */
+export const SAFE_TOKENS = 31;
+/** Largest difference from the CPU accepted (measured right: ≤ 2e-7; wrong: ≥ 1e-2). */
+const TOLERANCE = 1e-4;
+
+const verdicts = new Map<string, number>();
+
+/** New tokens a GroupQueryAttention call may carry on `ep` for `cfg`'s heads (Infinity: no limit). */
+export function attentionTokenLimit(ep: ExecutionProvider, cfg: Qwen3Config): number {
+  if (ep === "cpu") return Infinity;
+  const { num_attention_heads: h, num_key_value_heads: kv, head_dim: d } = cfg;
+  const key = `${ep}:${h}:${kv}:${d}`;
+  let limit = verdicts.get(key);
+  if (limit === undefined) {
+    const [cpu, device] = [runProbe("cpu", h, kv, d), runProbe(ep, h, kv, d)];
+    const worst = cpu.reduce((w, v, i) => Math.max(w, Math.abs(v - device[i])), 0);
+    limit = worst <= TOLERANCE ? Infinity : SAFE_TOKENS;
+    verdicts.set(key, limit);
+  }
+  return limit;
+}
+
+/** One first-prompt GroupQueryAttention call of PROBE_TOKENS tokens on `ep`; returns its output. */
+function runProbe(ep: ExecutionProvider, heads: number, kvHeads: number, dim: number): Float32Array {
+  const S = PROBE_TOKENS;
+  const g = new GraphBuilder("gqa_probe");
+  const rope = ropeTables(dim, 1e6, S);
+  const [y, presentKey, presentValue] = OPS.GroupQueryAttention.emit(g, {
+    query: g.input("q", "float32", [1, S, heads * dim]),
+    key: g.input("k", "float32", [1, S, kvHeads * dim]),
+    value: g.input("v", "float32", [1, S, kvHeads * dim]),
+    pastKey: g.input("past_key", "float32", [1, kvHeads, 0, dim]),
+    pastValue: g.input("past_value", "float32", [1, kvHeads, 0, dim]),
+    seqlensK: g.input("seqlens_k", "int32", [1]),
+    totalSequenceLength: g.input("total", "int32", []),
+    cosCache: g.initializer("cos", rope.cos, [rope.positions, rope.half]),
+    sinCache: g.initializer("sin", rope.sin, [rope.positions, rope.half]),
+  }, { numHeads: heads, kvNumHeads: kvHeads, doRotary: true });
+  g.output(y, "y");
+  g.output(presentKey, "present_key");
+  g.output(presentValue, "present_value");
+  const session = OrtSession.create(g.toModel(), { providers: [ep] });
+  try {
+    const random = uniforms(7);
+    const t = (n: number, dims: number[]) =>
+      new OrtTensor("float32", Float32Array.from({ length: n }, random), dims);
+    const empty = () => new OrtTensor("float32", new Float32Array(0), [1, kvHeads, 0, dim]);
+    const out = new Float32Array(S * heads * dim);
+    const present = () => new OrtTensor("float32", new Float32Array(kvHeads * S * dim), [1, kvHeads, S, dim]);
+    session.run({
+      q: t(S * heads * dim, [1, S, heads * dim]),
+      k: t(S * kvHeads * dim, [1, S, kvHeads * dim]),
+      v: t(S * kvHeads * dim, [1, S, kvHeads * dim]),
+      past_key: empty(),
+      past_value: empty(),
+      seqlens_k: new OrtTensor("int32", Int32Array.of(S - 1), [1]),
+      total: new OrtTensor("int32", Int32Array.of(S), []),
+    }, {
+      y: new OrtTensor("float32", out, [1, S, heads * dim]),
+      present_key: present(),
+      present_value: present(),
+    });
+    return out;
+  } finally {
+    session.release();
+  }
+}
+
+/** Uniforms in [-1, 1) from a small fixed generator (the probe's inputs only need to be the same twice). */
+function uniforms(seed: number): () => number {
+  let s = seed;
+  return () => {
+    s = (s * 16807) % 2147483647;
+    return (s / 2147483647) * 2 - 1;
+  };
+}
