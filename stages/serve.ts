@@ -22,6 +22,7 @@ export async function serve(args: StageArgs): Promise<void> {
   const policy = await loadPolicy(model.path, {
     adapter: model.adapter,
     ep: model.ep,
+    compute: model.compute_dtype,
     threads: model.threads,
     maxSequences: options.max_sequences,
   });

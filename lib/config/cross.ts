@@ -77,6 +77,17 @@ const readFileRoot: Rule = ({ rollout: { tools } }) => {
   }
 };
 
+/** float16 compute is for GPU providers: onnxruntime's CPU kernels would cast it back, with no gain. */
+const computeDtype: Rule = ({ model }) => {
+  if (model.compute_dtype === "float16" && model.ep === "cpu") {
+    throw new UserError("config key model.compute_dtype", {
+      value: "float16",
+      why: "float16 compute needs a GPU provider (on cpu onnxruntime casts it back to float32, slower)",
+      fix: "set model.ep to webgpu or cuda, or model.compute_dtype to float32",
+    });
+  }
+};
+
 /** Every source but the generator reads a file. */
 const dataPath: Rule = ({ data }) => {
   if (data.source !== "arithmetic" && data.path === null) {
@@ -151,6 +162,7 @@ const RULES: Rule[] = [
   dataPath,
   arithmeticRange,
   judgeEndpoint,
+  computeDtype,
 ];
 
 /** Throws the first cross-field violation as a `UserError`. */

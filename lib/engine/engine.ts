@@ -19,8 +19,15 @@ import type { Qwen3Config } from "../model/hf_config.ts";
 import { type LoraShape, loraTensorSpecs, type LoraWeights, zeroLoraWeights } from "../model/lora.ts";
 import { LORA_SCALE_INPUT } from "../model/graph/lora_inputs.ts";
 import { buildInferenceModel, IO } from "./infer_graph.ts";
-import { graphForms } from "../model/graph/forms.ts";
-import { type BatchCache, type CacheBinding, type CacheIO, cacheIO, KvCache } from "./kv_cache.ts";
+import { type ComputeDtype, graphForms } from "../model/graph/forms.ts";
+import {
+  type BatchCache,
+  type CacheBinding,
+  type CacheIO,
+  cacheIO,
+  emptyCache,
+  KvCache,
+} from "./kv_cache.ts";
 import { DeviceKvCache } from "./device_cache.ts";
 import { attentionTokenLimit } from "./attention_probe.ts";
 import { type Alternatives, type ScoredWithAlternatives, Scorer } from "./scoring.ts";
@@ -86,22 +93,27 @@ export class InferenceEngine {
    * pieces.
    */
   readonly maxStepTokens: number;
+  /** The dtype of the KV cache (the compute dtype). */
+  readonly #compute: ComputeDtype;
 
   private constructor(
     config: Qwen3Config,
     lora: LoraShape | null,
     session: EngineSession,
     maxStepTokens: number,
+    compute: ComputeDtype,
   ) {
     this.config = config;
     this.lora = lora;
     this.#session = session;
     this.maxStepTokens = maxStepTokens;
+    this.#compute = compute;
     this.#scorer = new Scorer({
       config,
       maxStepTokens,
       loraFeeds: () => this.#loraFeeds,
       createCache: (batch, capacity) => this.createCache(batch, capacity),
+      emptyCache: (batch) => this.#emptyCache(batch),
       bindCache: (cache) => this.#cache(cache),
       run: (inputs, outputs) => this.#session.run(inputs, outputs),
     });
@@ -113,10 +125,11 @@ export class InferenceEngine {
     lora: LoraShape | null,
     options: SessionOptions,
   ): Promise<InferenceEngine> {
-    const built = buildInferenceModel(model, lora, graphForms(options.ep), sessionWeights(options));
+    const forms = graphForms(options.ep, options.compute);
+    const built = buildInferenceModel(model, lora, forms, sessionWeights(options));
     const session = await openEngineSession(built.bytes, built.externalFolder, options, built.shared);
     const limit = session.device ? attentionTokenLimit(options.ep ?? "cpu", model.config) : Infinity;
-    const engine = new InferenceEngine(model.config, lora, session, limit);
+    const engine = new InferenceEngine(model.config, lora, session, limit, forms.compute);
     engine.setLoraWeights(null, 0);
     return engine;
   }
@@ -156,8 +169,23 @@ export class InferenceEngine {
   createCache(batch: number, capacity: number): BatchCache {
     const device = this.#session.device;
     return device
-      ? new DeviceKvCache(this.config, batch, capacity, device, "float32")
+      ? new DeviceKvCache(this.config, batch, capacity, device, this.#compute)
       : new KvCache(this.config, batch, capacity);
+  }
+
+  /** An empty cache `[B, nKV, 0, D]` per layer, for scoring calls, which need none (in the cache's dtype). */
+  #emptyCache(batch: number): CacheBinding {
+    const device = this.#session.device;
+    if (!device || this.#compute === "float32") return emptyCache(this.config, batch);
+    const empty = device.tensor(this.#compute, [
+      batch,
+      this.config.num_key_value_heads,
+      0,
+      this.config.head_dim,
+    ]);
+    return {
+      layers: Array.from({ length: this.config.num_hidden_layers }, () => ({ key: empty, value: empty })),
+    };
   }
 
   /** The cache's past inputs and present outputs, bound on first use (freed when the GC drops the cache). */

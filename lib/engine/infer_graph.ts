@@ -12,7 +12,7 @@
  *
  * Inputs (B sequences, S new tokens each, M cache length):
  *   input_ids int64 [B, S] · seqlens_k int32 [B] · total_seq_len int32 [] · past.L.key / past.L.value
- *   float32 [B, nKV, M, D] · LoRA inputs (lora_inputs.ts) · score_mode bool [] · targets int64 [B, S] ·
+ *   [B, nKV, M, D] in the compute dtype (float32, or float16 on a GPU provider) · LoRA inputs (lora_inputs.ts) · score_mode bool [] · targets int64 [B, S] ·
  *   temperature float [] · sample bool [] (temperature > 0) · sample_rows int64 [B] (flat row of each sequence's last token) ·
  *   uniforms float [B] · filter bool [] · top_k int64 [1] · top_p float [] · constrain bool [] ·
  *   constraint_fill float [B] · constraint_ids int64 [B, K] · constraint_bias float [B, K] · top_n int64 [1]
@@ -32,7 +32,7 @@ import type { ModelDir } from "../model/model_dir.ts";
 import type { LoraShape } from "../model/lora.ts";
 import { addLoraInputs } from "../model/graph/lora_inputs.ts";
 import { addCheckpointWeights } from "../model/graph/weights.ts";
-import { type AttentionFn, decoder, headWeight } from "../model/graph/decoder.ts";
+import { type AttentionFn, decoder, headWeight, toDtype } from "../model/graph/decoder.ts";
 import {
   chunkedTargetLogprobs,
   chunkedTopLogprobs,
@@ -105,14 +105,15 @@ export function buildInferenceModel(
   const seqlens = g.input(IO.seqlens, "int32", ["B"]);
   const total = g.input(IO.total, "int32", []);
   const past = Array.from({ length: L }, (_, l) => ({
-    key: g.input(IO.pastKey(l), "float32", ["B", nKV, "M", D]),
-    value: g.input(IO.pastValue(l), "float32", ["B", nKV, "M", D]),
+    key: g.input(IO.pastKey(l), forms.compute, ["B", nKV, "M", D]),
+    value: g.input(IO.pastValue(l), forms.compute, ["B", nKV, "M", D]),
   }));
-  const weights = addCheckpointWeights(g, model, shared);
+  const weights = addCheckpointWeights(g, model, shared, forms.compute);
   const loraInputs = addLoraInputs(g, cfg, lora);
   const rope = ropeTables(D, cfg.rope_theta, cfg.max_position_embeddings);
-  const cos = g.initializer("rope.cos", rope.cos, [rope.positions, rope.half]); // [P, D/2]
-  const sin = g.initializer("rope.sin", rope.sin, [rope.positions, rope.half]); // [P, D/2]
+  const table = (name: string, data: Float32Array) =>
+    toDtype(g, g.initializer(name, data, [rope.positions, rope.half]), forms.compute); // [P, D/2]
+  const [cos, sin] = [table("rope.cos", rope.cos), table("rope.sin", rope.sin)]; // GQA takes them in q's dtype
 
   const bs = Shape.emit(g, ids); // [2] = B, S
   const toBatch = (x: Value) => Reshape.emit(g, x, Concat.emit(g, [bs, g.ints([-1])], 0)); // [B, S, E]

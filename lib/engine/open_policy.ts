@@ -17,6 +17,7 @@ export async function openPolicy(model: Config["model"], options: LoadPolicyOpti
     return await loadPolicy(model.path, {
       adapter: model.adapter,
       ep: model.ep,
+      compute: model.compute_dtype,
       threads: model.threads,
       ...options,
     });

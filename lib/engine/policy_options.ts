@@ -16,6 +16,7 @@ export function policyOptionsOf(config: Config, adapter = config.model.adapter):
     adapter,
     lora: { r, alpha, rslora, targets: [...targets] },
     ep: config.model.ep,
+    compute: config.model.compute_dtype,
     threads: config.model.threads,
     maxSequences: config.rollout.max_batch,
   };

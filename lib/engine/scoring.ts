@@ -13,7 +13,7 @@
 
 import type { Qwen3Config } from "../model/hf_config.ts";
 import type { BatchCache, CacheBinding, CacheIO } from "./kv_cache.ts";
-import { cacheIO, emptyCache } from "./kv_cache.ts";
+import { cacheIO } from "./kv_cache.ts";
 import { bool, constraintFeeds, int32, int64, samplingFeeds } from "./feeds.ts";
 import { IO } from "./infer_graph.ts";
 import { packRows } from "./pack.ts";
@@ -26,6 +26,8 @@ export interface ScoringEngine {
   /** The current adapter's feeds. */
   loraFeeds(): Record<string, BoundTensor>;
   createCache(batch: number, capacity: number): BatchCache;
+  /** An empty cache (no positions) for calls that need none. */
+  emptyCache(batch: number): CacheBinding;
   /** A cache's past inputs and present outputs, bound to the session. */
   bindCache(cache: CacheBinding): CacheIO<BoundTensor>;
   run(inputs: Record<string, Feed>, outputs: Record<string, Feed>): Promise<void>;
@@ -144,7 +146,7 @@ export class Scorer {
       batch: B,
       width: S,
       seqlens: rows.map((r) => r.length - 1),
-      cache: { past: cacheIO(emptyCache(this.#engine.config, B), (t) => t).past, present: {} }, // [B, nKV, 0, D]: no cache
+      cache: { past: cacheIO(this.#engine.emptyCache(B), (t) => t).past, present: {} }, // [B, nKV, 0, D]: no cache
       temperature,
       logprobs: flat,
       alternatives,

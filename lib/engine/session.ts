@@ -30,6 +30,7 @@ import * as ort from "onnxruntime-node";
 import { UserError } from "../errors.ts";
 import { ortApi } from "../ort/api.ts";
 import type { ExecutionProvider } from "../ort/providers.ts";
+import type { ComputeDtype } from "../model/graph/forms.ts";
 import { GRAPH_OPTIMIZATION, type GraphOptimization, OrtSession } from "../ort/session.ts";
 import { type HostTensor, OrtTensor } from "../ort/value.ts";
 import { DeviceTensor } from "../ort/device.ts";
@@ -42,6 +43,8 @@ import { type SharedTensor, sharedTensorData, type SharedWeights } from "../mode
 /** How to run a graph. */
 export interface SessionOptions {
   ep?: ExecutionProvider;
+  /** Weights and activations: float32 (default), or float16 on a GPU provider (graph/forms.ts). */
+  compute?: ComputeDtype;
   /** Intra-op threads; 0 or absent lets onnxruntime choose (one per core). */
   threads?: number;
   /**

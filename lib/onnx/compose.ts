@@ -76,7 +76,11 @@ export interface AttentionOptions {
   bias?: Value;
 }
 
-/** Plain softmax attention: softmax(q kᵀ · scale + bias) v. q [B, H, T, D], k, v [B, H, S, D]. */
+/**
+ * Plain softmax attention: softmax(q kᵀ · scale + bias) v. q [B, H, T, D], k, v [B, H, S, D]. With
+ * 16-bit inputs the scores are scaled, biased and normalized in float32 (a float32 bias such as a large
+ * negative mask stays representable), and the weights cast back for the product with v.
+ */
 export function attention(
   g: GraphBuilder,
   q: Value,
@@ -86,9 +90,12 @@ export function attention(
   o: AttentionOptions = {},
 ): Value {
   const kT = Transpose.emit(g, k, [0, 1, 3, 2]); // [B, H, D, S]
-  let scores = Mul.emit(g, MatMul.emit(g, q, kT), o.scale ?? 1 / Math.sqrt(headDim)); // [B, H, T, S]
+  const narrow = q.dtype !== undefined && q.dtype !== "float32" ? q.dtype : null;
+  const qk = MatMul.emit(g, q, kT); // [B, H, T, S]
+  let scores = Mul.emit(g, narrow ? OPS.Cast.emit(g, qk, "float32") : qk, o.scale ?? 1 / Math.sqrt(headDim));
   if (o.bias) scores = Add.emit(g, scores, o.bias); // [B, H, T, S]
-  return MatMul.emit(g, Softmax.emit(g, scores, -1), v); // [B, H, T, D]
+  const weights = Softmax.emit(g, scores, -1); // [B, H, T, S]
+  return MatMul.emit(g, narrow ? OPS.Cast.emit(g, weights, narrow) : weights, v); // [B, H, T, D]
 }
 
 /**

@@ -109,7 +109,7 @@ export function rawBytes(data: TensorArray): Uint8Array {
   return new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
 }
 
-/** The typed array of `values` in `dtype` (bools as 0/1 bytes; 16-bit floats are not supported here). */
+/** The typed array of `values` in `dtype` (bools as 0/1 bytes; float16 as its bits, rounded to nearest). */
 export function arrayOf(dtype: DType, values: readonly number[]): TensorArray {
   switch (dtype) {
     case "float32":
@@ -133,6 +133,8 @@ export function arrayOf(dtype: DType, values: readonly number[]): TensorArray {
       return new Uint16Array(values);
     case "uint32":
       return new Uint32Array(values);
+    case "float16":
+      return new Uint16Array(new Float16Array(values).buffer);
     default:
       throw new Error(`arrayOf: ${dtype} constants need their bits as a Uint16Array`);
   }

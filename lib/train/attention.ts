@@ -46,7 +46,7 @@ export function causalAttention(
   const { num_attention_heads: nH, num_key_value_heads: nKV, head_dim: D } = cfg;
   const rep = nH / nKV;
   const table = (t: Value) => {
-    const half = Gather.emit(g, t, positions, 0); // [B, T, D/2]
+    const half = Gather.emit(g, t, positions, 0); // [B, T, D/2], in the tables' dtype (the compute dtype)
     return shaped(Unsqueeze.emit(g, Concat.emit(g, [half, half], -1), [1]), ["B", 1, "T", D]); // [B, 1, T, D]
   };
   const [cosBT, sinBT] = [table(cos), table(sin)];

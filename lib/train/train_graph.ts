@@ -30,9 +30,9 @@ import type { ModelDir } from "../model/model_dir.ts";
 import type { LoraShape } from "../model/lora.ts";
 import { addLoraInputs } from "../model/graph/lora_inputs.ts";
 import { addCheckpointWeights } from "../model/graph/weights.ts";
-import { decoder, headWeight } from "../model/graph/decoder.ts";
+import { decoder, headWeight, toDtype } from "../model/graph/decoder.ts";
 import { inverseTemperature } from "../model/graph/head.ts";
-import { graphForms } from "../model/graph/forms.ts";
+import { type ComputeDtype, graphForms } from "../model/graph/forms.ts";
 import { ropeTables } from "../model/graph/rope.ts";
 import type { ExecutionProvider } from "../ort/providers.ts";
 import type { SharedTensor, SharedWeights } from "../model/shared_weights.ts";
@@ -68,6 +68,8 @@ export const TRAIN_IO = {
 export interface TrainGraphSpec extends AlgorithmSpec {
   lora: LoraShape;
   ep?: ExecutionProvider;
+  /** Weights and activations (default float32; float16 on a GPU provider; graph/forms.ts). */
+  compute?: ComputeDtype;
 }
 
 /** A built train model. */
@@ -103,16 +105,17 @@ export function buildTrainModel(model: ModelDir, spec: TrainGraphSpec, shared?: 
   const [epsLow, epsHigh, beta] = [scalar(TRAIN_IO.epsLow), scalar(TRAIN_IO.epsHigh), scalar(TRAIN_IO.beta)];
   const chunk = g.input(TRAIN_IO.chunk, "int64", []);
 
-  const weights = addCheckpointWeights(g, model, shared);
+  const forms = graphForms(spec.ep, spec.compute);
+  const weights = addCheckpointWeights(g, model, shared, forms.compute);
   const lora = addLoraInputs(g, cfg, spec.lora);
   const rope = ropeTables(cfg.head_dim, cfg.rope_theta, cfg.max_position_embeddings);
-  const cos = g.initializer("rope.cos", rope.cos, [rope.positions, rope.half]); // [P, D/2]
-  const sin = g.initializer("rope.sin", rope.sin, [rope.positions, rope.half]); // [P, D/2]
+  const table = (name: string, data: Float32Array) =>
+    toDtype(g, g.initializer(name, data, [rope.positions, rope.half]), forms.compute); // [P, D/2]
+  const [cos, sin] = [table("rope.cos", rope.cos), table("rope.sin", rope.sin)];
   const attention = causalAttention(g, cfg, Shape.emit(g, ids), positions, cos, sin);
   const flatIds = shaped(Reshape.emit(g, ids, [-1]), ["N"]); // [N]
   const hidden = shaped(decoder(g, flatIds, { cfg, weights, lora, attention }), ["N", cfg.hidden_size]); // [N, H]
 
-  const forms = graphForms(spec.ep);
   const headHidden = shaped(Gather.emit(g, hidden, headRows, 0), ["M", cfg.hidden_size]); // [M, H]
   const head = fusedHeadLoss(
     g,

@@ -109,7 +109,12 @@ export class TrainSession {
         ? await readValueState(adapter, hidden, seed, optimizer.name)
         : freshValueState(hidden, seed, optimizer.name);
     }
-    const trainer = await Trainer.create(dir, { lora: spec, ...algorithm, ep: model.ep }, {
+    const trainer = await Trainer.create(dir, {
+      lora: spec,
+      ...algorithm,
+      ep: model.ep,
+      compute: model.compute_dtype,
+    }, {
       threads: model.threads,
       sharedWeights: shared.weights,
     });

@@ -92,7 +92,7 @@ export class Trainer {
     spec: TrainGraphSpec & { lora: LoraSpec },
     options: SessionOptions = {},
   ): Promise<Trainer> {
-    const sessionOptions = { ...options, ep: spec.ep };
+    const sessionOptions = { ...options, ep: spec.ep, compute: spec.compute };
     const built = buildTrainModel(model, spec, sessionWeights(sessionOptions));
     const session = await openEngineSession(built.bytes, built.externalFolder, sessionOptions, built.shared);
     Trainer.created++;

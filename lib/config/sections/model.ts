@@ -1,5 +1,6 @@
 /** Schema of the `model` and `data` sections (see schema.ts). */
 import { EXECUTION_PROVIDERS } from "../../ort/providers.ts";
+import { COMPUTE_DTYPES } from "../../model/graph/forms.ts";
 import { bool, choice, int, str } from "../fields.ts";
 
 export const DATA_SOURCES = ["gsm8k", "mbpp", "mbpp_sanitized", "arithmetic", "jsonl", "parquet"] as const;
@@ -12,7 +13,13 @@ export const model = {
   ep: choice({
     choices: EXECUTION_PROVIDERS,
     default: "cpu",
-    doc: "onnxruntime execution provider (cuda only where its runtime is installed)",
+    doc:
+      "onnxruntime execution provider (cuda only where its runtime is installed; `deno task doctor` lists them)",
+  }),
+  compute_dtype: choice({
+    choices: COMPUTE_DTYPES,
+    default: "float32",
+    doc: "weights and activations on a GPU provider (float16 halves memory; log-probs and loss stay float32)",
   }),
   threads: int({
     default: 0,

@@ -32,10 +32,15 @@ import {
   stackedWeightName,
 } from "../shared_weights.ts";
 
-/** The float32 Values of a checkpoint's weights and where they live. */
+/**
+ * The Values of a checkpoint's weights and where they live: norm weights in float32, the Linears and the
+ * embedding in the compute dtype (float32, or float16 on a GPU provider; graph/forms.ts).
+ */
 export interface GraphWeights {
-  /** Float32 value of a norm weight, the embedding or the head, by Hugging Face name. */
+  /** A norm weight (float32), the embedding or the head (compute dtype), by Hugging Face name. */
   get(name: string): Value;
+  /** The tensor in float32 whatever the compute dtype (the head: logits and log-probs stay float32). */
+  float32(name: string): Value;
   /** The `[Σout, in]` stack of a layer's Linears that read the same input (one Linear: its weight). */
   linears(layer: number, group: readonly QwenLinear[]): Value;
   /** The folder every external `location` is relative to (a session option). */
@@ -44,15 +49,34 @@ export interface GraphWeights {
   shared: SharedTensor[];
 }
 
-/** Adds every Qwen3 weight of `model` to `g`: folded from the checkpoint, or read from `shared`. */
-export function addCheckpointWeights(g: GraphBuilder, model: ModelDir, shared?: SharedWeights): GraphWeights {
+/**
+ * Adds every Qwen3 weight of `model` to `g`: folded from the checkpoint, or read from `shared` (float32
+ * compute only: shared weights are for CPU sessions).
+ */
+export function addCheckpointWeights(
+  g: GraphBuilder,
+  model: ModelDir,
+  shared?: SharedWeights,
+  compute: "float32" | "float16" = "float32",
+): GraphWeights {
   const folder = commonFolder(model.checkpoint.files);
-  return shared ? sharedGraphWeights(g, model, folder, shared) : foldedGraphWeights(g, model, folder);
+  if (shared && compute !== "float32") {
+    throw new Error("graph weights: shared weights are float32 (CPU) only");
+  }
+  return shared
+    ? sharedGraphWeights(g, model, folder, shared)
+    : foldedGraphWeights(g, model, folder, compute);
 }
 
-function foldedGraphWeights(g: GraphBuilder, model: ModelDir, folder: string): GraphWeights {
+function foldedGraphWeights(
+  g: GraphBuilder,
+  model: ModelDir,
+  folder: string,
+  compute: "float32" | "float16",
+): GraphWeights {
   const { checkpoint } = model;
   const values = new Map<string, Value>();
+  const raws = new Map<string, Value>();
   for (const spec of qwen3Weights(model.config)) {
     const info = checkpoint.tensors.get(spec.name)!; // openModelDir checked presence and shape
     const dtype = SAFETENSORS_DTYPE[info.dtype];
@@ -62,17 +86,30 @@ function foldedGraphWeights(g: GraphBuilder, model: ModelDir, folder: string): G
       offset: info.fileOffset,
       length: info.byteLength,
     });
-    values.set(spec.name, dtype === "float32" ? raw : OPS.Cast.emit(g, raw, "float32"));
+    const to = spec.kind === "norm" ? "float32" : compute; // the norms run in float32 (decoder.ts)
+    raws.set(spec.name, raw);
+    values.set(spec.name, dtype === to ? raw : OPS.Cast.emit(g, raw, to));
   }
   const get = (name: string): Value => {
     const value = values.get(name);
     if (!value) throw new Error(`graph weights: no tensor ${name} in ${model.dir}`);
     return value;
   };
+  const wide = new Map<string, Value>(); // float32 copies where the compute dtype is narrower
   return {
     folder,
     shared: [],
     get,
+    float32(name) {
+      const value = get(name);
+      if (value.dtype === "float32") return value;
+      let w = wide.get(name);
+      if (!w) {
+        const raw = raws.get(name)!;
+        wide.set(name, w = raw.dtype === "float32" ? raw : OPS.Cast.emit(g, raw, "float32"));
+      }
+      return w;
+    },
     linears(layer, group) {
       const members = group.map((linear) => get(`${linearPath(layer, linear)}.weight`));
       return members.length === 1 ? members[0] : OPS.Concat.emit(g, members, 0); // [Σout, in], folded
@@ -102,7 +139,13 @@ function sharedGraphWeights(
     shared.push(t);
     return value;
   };
-  return { folder, shared, get, linears: (layer, group) => get(stackedWeightName(layer, group)) };
+  return {
+    folder,
+    shared,
+    get,
+    float32: get,
+    linears: (layer, group) => get(stackedWeightName(layer, group)),
+  };
 }
 
 function numel(dims: readonly number[]): number {
