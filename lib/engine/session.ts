@@ -22,6 +22,10 @@
  *   DENO_RL_ORT_CONFIG   extra session config entries, "key=value,key=value"
  *   DENO_RL_ORT_PROFILE  a file prefix: onnxruntime writes per-node timings (JSON) when the session closes
  *   DENO_RL_ORT_FFI=0    engine sessions use the binding (to compare the two)
+ *   DENO_RL_ORT_LOG      onnxruntime's log level for engine sessions: verbose | info | warning | error | fatal
+ *                        (default: warning on CPU, error on a GPU provider, whose warning that some nodes
+ *                        run on the CPU is expected: graph/forms.ts lists them; verbose shows every node's
+ *                        provider)
  *
  * @module
  */
@@ -31,7 +35,14 @@ import { UserError } from "../errors.ts";
 import { ortApi } from "../ort/api.ts";
 import type { ExecutionProvider } from "../ort/providers.ts";
 import type { ComputeDtype } from "../model/graph/forms.ts";
-import { GRAPH_OPTIMIZATION, type GraphOptimization, OrtSession } from "../ort/session.ts";
+import {
+  GRAPH_OPTIMIZATION,
+  type GraphOptimization,
+  LOG_SEVERITIES,
+  type LogSeverity,
+  OrtSession,
+} from "../ort/session.ts";
+import { providerFailure } from "../ort/provider_check.ts";
 import { type HostTensor, OrtTensor } from "../ort/value.ts";
 import { DeviceTensor } from "../ort/device.ts";
 import { DeviceEngineSession } from "./device_session.ts";
@@ -57,6 +68,7 @@ export interface SessionOptions {
 /** Options resolved from `SessionOptions` and the environment knobs. */
 interface ResolvedOptions {
   ep: ExecutionProvider;
+  logSeverity: LogSeverity | undefined;
   threads: number;
   optimization: GraphOptimization;
   config: Record<string, string>;
@@ -85,8 +97,18 @@ function resolveOptions(
     const [k, v] = kv.split("=");
     config[k] = v;
   }
+  const ep = options.ep ?? "cpu";
+  const log = Deno.env.get("DENO_RL_ORT_LOG");
+  if (log !== undefined && !(LOG_SEVERITIES as readonly string[]).includes(log)) {
+    throw new UserError("DENO_RL_ORT_LOG", {
+      value: log,
+      why: "it is not an onnxruntime log level",
+      fix: `use one of ${LOG_SEVERITIES.join(", ")}`,
+    });
+  }
   return {
-    ep: options.ep ?? "cpu",
+    ep,
+    logSeverity: (log as LogSeverity | undefined) ?? (ep === "cpu" ? undefined : "error"),
     threads: options.threads && options.threads > 0 ? options.threads : 0,
     optimization: optimization as GraphOptimization,
     config,
@@ -139,6 +161,7 @@ export async function openEngineSession(
         graphOptimization: o.optimization,
         config: sessionKeys(o.config),
         profileFilePrefix: o.profile,
+        logSeverity: o.logSeverity,
         initializers,
         // Where the weights are shared, so is the process's memory: activations go back to the system
         // after each run instead of staying in this session's arena (docs/ENGINE_FACTS.md).
@@ -219,14 +242,8 @@ function ffiUsable(): boolean {
 }
 
 function providerError(ep: ExecutionProvider, e: unknown): unknown {
-  if (ep === "cpu") return e;
-  return new UserError(`onnxruntime execution provider ${ep}`, {
-    value: (e as Error).message.split("\n")[0],
-    why: "it could not start a session (no silent fallback to CPU)",
-    fix: ep === "cuda"
-      ? "install onnxruntime-node's CUDA libraries, or use model.ep=cpu"
-      : "install a Vulkan driver for WebGPU, or use model.ep=cpu",
-  });
+  if (ep === "cpu" || e instanceof UserError) return e;
+  return providerFailure(ep, (e as Error).message);
 }
 
 class FfiBound implements BoundTensor {

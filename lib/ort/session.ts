@@ -62,7 +62,13 @@ export interface OrtSessionOptions {
   memPattern?: boolean;
   /** Share prepacked weights with every other session created with the same container. */
   prepackedWeights?: PrepackedWeights;
+  /** The least severe onnxruntime log message this session prints (default: the env's, warnings). */
+  logSeverity?: LogSeverity;
 }
+
+/** onnxruntime's `OrtLoggingLevel`s, least severe first. */
+export const LOG_SEVERITIES = ["verbose", "info", "warning", "error", "fatal"] as const;
+export type LogSeverity = typeof LOG_SEVERITIES[number];
 
 /** A name as a C string, kept alive with its address for the `const char*` arrays Run takes. */
 interface CName {
@@ -238,6 +244,10 @@ function createOptions(options: OrtSessionOptions): Deno.PointerObject {
     }
     for (const [key, value] of Object.entries(options.config ?? {})) {
       check(api.AddSessionConfigEntry(opts, cString(key), cString(value)), `AddSessionConfigEntry ${key}`);
+    }
+    if (options.logSeverity !== undefined) {
+      const level = LOG_SEVERITIES.indexOf(options.logSeverity);
+      check(api.SetSessionLogSeverityLevel(opts, level), "SetSessionLogSeverityLevel");
     }
     if (options.cpuArena === false) check(api.DisableCpuMemArena(opts), "DisableCpuMemArena");
     if (options.memPattern === false) check(api.DisableMemPattern(opts), "DisableMemPattern");
