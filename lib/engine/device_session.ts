@@ -81,6 +81,7 @@ export class DeviceEngineSession implements EngineSession {
 
   close(): Promise<void> {
     this.#binding.release();
+    this.device.release(); // device tensors still live (a cache not released), before the session's allocator
     this.#session.release();
     return Promise.resolve();
   }

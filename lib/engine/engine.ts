@@ -20,6 +20,7 @@ import { type LoraShape, loraTensorSpecs, type LoraWeights, zeroLoraWeights } fr
 import { LORA_SCALE_INPUT } from "../model/graph/lora_inputs.ts";
 import { buildInferenceModel, IO } from "./infer_graph.ts";
 import { type ComputeDtype, graphForms } from "../model/graph/forms.ts";
+import type { DeviceTensor } from "../ort/device.ts";
 import {
   type BatchCache,
   type CacheBinding,
@@ -83,6 +84,8 @@ export class InferenceEngine {
   readonly lora: LoraShape | null;
   readonly #session: EngineSession;
   readonly #scorer: Scorer;
+  /** Empty float16 device caches by batch size (scoring without a cache). */
+  readonly #empties = new Map<number, DeviceTensor>();
   #loraFeeds: Record<string, BoundTensor> = {};
   /** Past inputs and present outputs of each cache binding seen, bound once. */
   readonly #caches = new WeakMap<CacheBinding, CacheIO<BoundTensor>>();
@@ -177,15 +180,13 @@ export class InferenceEngine {
   #emptyCache(batch: number): CacheBinding {
     const device = this.#session.device;
     if (!device || this.#compute === "float32") return emptyCache(this.config, batch);
-    const empty = device.tensor(this.#compute, [
-      batch,
-      this.config.num_key_value_heads,
-      0,
-      this.config.head_dim,
-    ]);
-    return {
-      layers: Array.from({ length: this.config.num_hidden_layers }, () => ({ key: empty, value: empty })),
-    };
+    let empty = this.#empties.get(batch);
+    if (!empty) {
+      const dims = [batch, this.config.num_key_value_heads, 0, this.config.head_dim];
+      this.#empties.set(batch, empty = device.tensor(this.#compute, dims)); // freed with the session
+    }
+    const layer = { key: empty, value: empty };
+    return { layers: Array.from({ length: this.config.num_hidden_layers }, () => layer) };
   }
 
   /** The cache's past inputs and present outputs, bound on first use (freed when the GC drops the cache). */

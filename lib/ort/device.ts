@@ -42,30 +42,37 @@ export interface OrtValueHandle {
   readonly value: Deno.PointerObject;
 }
 
-const finalizer = new FinalizationRegistry<Deno.PointerObject>((value) => ortApi().ReleaseValue(value));
+/** Views own no memory: one the garbage collector drops frees only its handle. */
+const views = new FinalizationRegistry<Deno.PointerObject>((value) => ortApi().ReleaseValue(value));
 
 /**
- * A tensor in device memory (see the module comment). Release it when done; one that is dropped is
- * released when the garbage collector finds it (its device memory then returns to the allocator).
+ * A tensor in device memory (see the module comment). A tensor that owns its memory is released
+ * explicitly, or by its `DeviceMemory` when that is released: freeing it returns the memory to the
+ * session's allocator, which must still exist (so never from a garbage-collector callback that could run
+ * after the session closed). A view is released when dropped.
  */
 export class DeviceTensor implements OrtValueHandle {
   readonly type: DeviceElementType;
   readonly dims: readonly number[];
   /** The tensor whose memory this view shares (kept reachable while the view lives). */
   readonly #parent: DeviceTensor | null;
+  /** The allocator's record of its live tensors (owners only). */
+  readonly #owners: Set<DeviceTensor> | null;
   #value: Deno.PointerObject | null;
 
   constructor(
     type: DeviceElementType,
     dims: readonly number[],
     value: Deno.PointerObject,
-    parent?: DeviceTensor,
+    owner: { parent: DeviceTensor } | { owners: Set<DeviceTensor> },
   ) {
     this.type = type;
     this.dims = [...dims];
     this.#value = value;
-    this.#parent = parent ?? null;
-    finalizer.register(this, value, this);
+    this.#parent = "parent" in owner ? owner.parent : null;
+    this.#owners = "owners" in owner ? owner.owners : null;
+    if (this.#owners) this.#owners.add(this);
+    else views.register(this, value, this);
   }
 
   get value(): Deno.PointerObject {
@@ -88,7 +95,8 @@ export class DeviceTensor implements OrtValueHandle {
   /** Frees the OrtValue (a tensor's memory goes back to its allocator; a view frees only itself). */
   release(): void {
     if (!this.#value) return;
-    finalizer.unregister(this);
+    if (this.#owners) this.#owners.delete(this);
+    else views.unregister(this);
     ortApi().ReleaseValue(this.#value);
     this.#value = null;
   }
@@ -99,6 +107,8 @@ export class DeviceMemory {
   readonly provider: Exclude<ExecutionProvider, "cpu">;
   #info: Deno.PointerValue;
   #allocator: Deno.PointerValue;
+  /** Every tensor made here and not yet released. */
+  readonly #owned = new Set<DeviceTensor>();
 
   /** The allocator of `session` (an `OrtSession*`) for `provider`'s default device memory. */
   constructor(session: Deno.PointerObject, provider: Exclude<ExecutionProvider, "cpu">) {
@@ -133,7 +143,7 @@ export class DeviceMemory {
       out,
     );
     check(status, `CreateTensorAsOrtValue (${this.provider} ${type}[${dims}])`);
-    return new DeviceTensor(type, dims, outPointer(out)!);
+    return new DeviceTensor(type, dims, outPointer(out)!, { owners: this.#owned });
   }
 
   /** The first `rows` entries of `tensor`'s outermost dimension, in the same memory. */
@@ -160,7 +170,7 @@ export class DeviceMemory {
       out,
     );
     check(status, `CreateTensorWithDataAsOrtValue (a view of ${rows} rows)`);
-    return new DeviceTensor(tensor.type, dims, outPointer(out)!, tensor);
+    return new DeviceTensor(tensor.type, dims, outPointer(out)!, { parent: tensor });
   }
 
   /** Copies host tensors into device tensors of the same type and shape (waits until done). */
@@ -173,8 +183,9 @@ export class DeviceMemory {
     copyTensors(pairs.map(([d]) => d.value), pairs.map(([, h]) => h.value));
   }
 
-  /** Frees the allocator (after every tensor made with it). Safe to call twice. */
+  /** Frees every tensor made here that is still live, then the allocator. Safe to call twice. */
   release(): void {
+    for (const t of [...this.#owned]) t.release();
     if (this.#allocator) ortApi().ReleaseAllocator(this.#allocator);
     if (this.#info) ortApi().ReleaseMemoryInfo(this.#info);
     this.#allocator = null;
