@@ -1,8 +1,10 @@
 /**
  * `deno task bench`: engine and trainer speed against peers in the same run, as ratios.
  *
- *   deno task bench [--only engine,train,weights,rollout,score_mask] [--models tiny,qwen3-0.6b] [--bench.k=v …]
+ *   deno task bench [--only engine,train,weights,rollout,loop,score_mask] [--models tiny,qwen3-0.6b]
+ *     [--out DIR] [--bench.k=v …]
  *   deno task bench --only algorithms [--tasks a.yaml,b.yaml] [--seeds 3] [--algorithms grpo,ppo] [--k.v=x …]
+ *   deno task bench --only gpu [--models qwen3-0.6b,qwen3-1.7b] [--out DIR] [--bench.gpu_ep=webgpu|cuda]
  *
  * `--only` takes a comma-separated list of sections and may repeat; an unknown section is refused
  * (bench/only.ts).
@@ -16,7 +18,12 @@
  * same batch. Each measurement runs in its own process, one at a time. `--only algorithms` (never run
  * unless named) compares the advantage estimators on the demo's tasks (bench/algorithms_bench.ts); its
  * `--a.b=v` overrides go to every run of it.
- * Results go to runs/bench/results-<date>.{json,md}; paste the Markdown into BENCH.md.
+ *
+ * `--only gpu` (never run by default) measures the GPU path instead (bench/gpu.ts): for each model of
+ * `bench.gpu_models`, a LoRA r16 train step (tokens/s, MFU) and decode tokens/s at each batch size on
+ * `bench.gpu_ep`, each against PyTorch (transformers + peft) on the same GPU in the same run.
+ * Results go to runs/bench/results-<date>.{json,md} (or under `--out DIR`); paste the Markdown into
+ * BENCH.md.
  *
  * @module
  */
@@ -25,7 +32,12 @@ import { join, resolve } from "node:path";
 import { loadConfig } from "../lib/config/mod.ts";
 import { parseCommandLine } from "../lib/cli/args.ts";
 import { reportFailure } from "../lib/cli/cli.ts";
-import { QWEN3_06B_SHAPE_PRESET, TINY_PRESET, writeRandomQwen3 } from "../lib/model/random_model.ts";
+import {
+  QWEN3_06B_SHAPE_PRESET,
+  QWEN3_17B_SHAPE_PRESET,
+  TINY_PRESET,
+  writeRandomQwen3,
+} from "../lib/model/random_model.ts";
 import { exportForTransformersJs } from "../lib/model/export.ts";
 import { loadTasks } from "../lib/data/mod.ts";
 import { buildDemoModel } from "../lib/demo/model.ts";
@@ -40,13 +52,19 @@ import {
   trainTables,
   weightsTables,
 } from "./report.ts";
+import { gpuSection, gpuTables } from "./gpu.ts";
 import { type BenchSection, parseOnly } from "./only.ts";
 import { ALGORITHMS, algorithmsSection, defaultTaskConfigs } from "./algorithms_bench.ts";
 import { UserError } from "../lib/errors.ts";
 
 const ROOT = resolve(new URL("..", import.meta.url).pathname);
-const OUT = join(ROOT, "runs", "bench");
-const BUILT_IN = { tiny: TINY_PRESET, "qwen3-0.6b": QWEN3_06B_SHAPE_PRESET } as const;
+/** Where models, batches and results go: runs/bench, or `--out DIR`. */
+let OUT = join(ROOT, "runs", "bench");
+const BUILT_IN = {
+  tiny: TINY_PRESET,
+  "qwen3-0.6b": QWEN3_06B_SHAPE_PRESET,
+  "qwen3-1.7b": QWEN3_17B_SHAPE_PRESET,
+} as const;
 const PYTHON = "/usr/bin/python3"; // Debian's, which has python3-torch
 
 /** Runs a benchmark script in its own process and returns the JSON object it prints last. */
@@ -224,6 +242,11 @@ interface BenchSettings {
   decode_tokens: number;
   repeats: number;
   threads: number;
+  gpu_models: string[];
+  gpu_ep: "webgpu" | "cuda";
+  gpu_compute: "float32" | "float16";
+  train_tokens: number;
+  gpu_peak_tflops: number | null;
 }
 
 /** `--only algorithms`'s own flags. */
@@ -240,7 +263,7 @@ async function benchArgs(
 ): Promise<{ b: BenchSettings; only: Set<BenchSection>; before?: string; algorithms: AlgorithmFlags }> {
   const { values, lists, overrides } = parseCommandLine(argv, {
     command: "deno task bench",
-    string: ["models", "config", "before", "tasks", "seeds", "algorithms"],
+    string: ["models", "config", "before", "out", "tasks", "seeds", "algorithms"],
     boolean: ["debug"],
     multiple: ["only"],
   });
@@ -249,7 +272,8 @@ async function benchArgs(
   const own = only.has("algorithms") ? [] : overrides;
   const { config } = await loadConfig({ file: values.config as string | undefined, overrides: own });
   const b: BenchSettings = { ...config.bench, threads: config.model.threads };
-  if (values.models) b.models = String(values.models).split(",");
+  if (values.models) b.models = b.gpu_models = String(values.models).split(",");
+  if (values.out) OUT = resolve(String(values.out));
   const algorithms: AlgorithmFlags = {
     tasks: values.tasks ? String(values.tasks).split(",").map((t) => resolve(t)) : defaultTaskConfigs(),
     seeds: values.seeds ? Number(values.seeds) : 3,
@@ -305,6 +329,14 @@ if (import.meta.main) {
   if (want("algorithms")) {
     results.algorithms = await algorithmsSection({ ...algorithms, root: join(OUT, "algorithms") });
   }
+  for (const name of want("gpu") ? b.gpu_models : []) {
+    results[`gpu:${name}`] = await gpuSection(name, await modelDir(name), b, {
+      runJson,
+      denoScript,
+      ROOT,
+      OUT,
+    });
+  }
   if (want("score_mask")) {
     console.error("score + mask: 10,000 episodes x 2,000 tokens …");
     results.score_mask = await denoScript("score_mask_bench.ts", ["--write"]);
@@ -339,6 +371,7 @@ if (import.meta.main) {
       ? ["", `Score + mask (bench/score_mask_bench.ts): ${JSON.stringify(results.score_mask)}`]
       : []),
     ...(results.algorithms ? ["", ...algorithmsTables(results.algorithms as never)] : []),
+    ...(want("gpu") ? b.gpu_models.flatMap((name) => gpuTables(name, results[`gpu:${name}`] as never)) : []),
   ].join("\n");
   const stamp = started.toISOString().replace(/[:.]/g, "-");
   await Deno.writeTextFile(join(OUT, `results-${stamp}.json`), JSON.stringify(results, null, 2));

@@ -17,13 +17,20 @@ export const BENCH_SECTIONS = [
   "loop",
   "score_mask",
   "algorithms",
+  "gpu",
 ] as const;
 
-/** Sections that run only when named: they take long (the algorithms comparison: about an hour per task). */
-export const ON_REQUEST: readonly BenchSection[] = ["algorithms"];
+/**
+ * Sections that run only when named: the algorithms comparison takes long (about an hour per task), and
+ * `gpu` needs a GPU provider.
+ */
+export const ON_REQUEST: readonly BenchSection[] = ["algorithms", "gpu"];
 export type BenchSection = typeof BENCH_SECTIONS[number];
 
-/** The sections the `--only` values name (every section when none is given). */
+/** What runs without `--only`: every section but those that run only when named. */
+export const DEFAULT_SECTIONS: readonly BenchSection[] = BENCH_SECTIONS.filter((s) => !ON_REQUEST.includes(s));
+
+/** The sections the `--only` values name (the default sections when none is given). */
 export function parseOnly(values: readonly string[]): Set<BenchSection> {
   const names = values.flatMap((v) => v.split(",")).map((n) => n.trim()).filter((n) => n !== "");
   if (values.length > 0 && names.length === 0) {
@@ -42,6 +49,5 @@ export function parseOnly(values: readonly string[]): Set<BenchSection> {
       });
     }
   }
-  const all = BENCH_SECTIONS.filter((s) => !ON_REQUEST.includes(s));
-  return new Set((names.length ? names : all) as BenchSection[]);
+  return new Set((names.length ? names : DEFAULT_SECTIONS) as BenchSection[]);
 }

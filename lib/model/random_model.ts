@@ -77,6 +77,13 @@ export const QWEN3_06B_SHAPE_PRESET: RandomQwen3Options = {
   tiedHead: true,
 };
 
+/** Qwen3-1.7B's shape (28 layers, hidden 2048, 16 / 8 heads of dim 128, MLP 6144, bf16, tied). */
+export const QWEN3_17B_SHAPE_PRESET: RandomQwen3Options = {
+  ...QWEN3_06B_SHAPE_PRESET,
+  hidden: 2048,
+  intermediate: 6144,
+};
+
 /** Qwen3's `bos_token_id` (`<|endoftext|>`) and `eos_token_id` (`<|im_end|>`). */
 const BOS_ID = 151643, EOS_ID = 151645;
 

@@ -15,6 +15,7 @@ Deno.test("bench --only takes a comma list, may repeat, and refuses unknown name
   assert.deepEqual([...parseOnly([])], BENCH_SECTIONS.filter((s) => !ON_REQUEST.includes(s)));
   assert.ok(!parseOnly([]).has("algorithms"), "the hour-long comparison runs only when named");
   assert.ok(parseOnly(["algorithms"]).has("algorithms"));
+  assert.ok(!parseOnly([]).has("gpu") && parseOnly(["gpu"]).has("gpu"), "gpu only when asked for");
   assert.throws(
     () => parseOnly(["rollout,bogus"]),
     (e) => e instanceof UserError && /"bogus"/.test(e.message),

@@ -1,5 +1,6 @@
 /** Schema of the `loop`, `eval` and `bench` sections (see schema.ts). */
-import { float, int, listOf, str } from "../fields.ts";
+import { choice, float, int, listOf, str } from "../fields.ts";
+import { COMPUTE_DTYPES } from "../../model/graph/forms.ts";
 /** Qwen3's context window: no token budget may exceed it. */
 export const MAX_CONTEXT = 131072;
 
@@ -55,5 +56,34 @@ export const bench = {
     min: 1,
     max: 1000,
     doc: "timed repetitions (after one warm-up); the median is reported",
+  }),
+  gpu_models: listOf<string>({
+    item: { kind: "string" },
+    default: ["qwen3-0.6b", "qwen3-1.7b"],
+    minItems: 1,
+    doc: "--only gpu: model directories, or built-in random shapes: tiny, qwen3-0.6b, qwen3-1.7b",
+  }),
+  gpu_ep: choice({
+    choices: ["webgpu", "cuda"] as const,
+    default: "webgpu",
+    doc: "--only gpu: the provider",
+  }),
+  gpu_compute: choice({
+    choices: COMPUTE_DTYPES,
+    default: "float16",
+    doc: "--only gpu: weights and activations (PyTorch's peer uses the same dtype)",
+  }),
+  train_tokens: int({
+    default: 512,
+    min: 8,
+    max: MAX_CONTEXT,
+    doc: "--only gpu: tokens in the timed train step",
+  }),
+  gpu_peak_tflops: float({
+    default: null,
+    nullable: true,
+    min: 0,
+    minOpen: true,
+    doc: "--only gpu: the GPU's dense peak for gpu_compute, for MFU; null = from the GPU's name where known",
   }),
 };
