@@ -28,7 +28,9 @@ export const ON_REQUEST: readonly BenchSection[] = ["algorithms", "gpu"];
 export type BenchSection = typeof BENCH_SECTIONS[number];
 
 /** What runs without `--only`: every section but those that run only when named. */
-export const DEFAULT_SECTIONS: readonly BenchSection[] = BENCH_SECTIONS.filter((s) => !ON_REQUEST.includes(s));
+export const DEFAULT_SECTIONS: readonly BenchSection[] = BENCH_SECTIONS.filter((s) =>
+  !ON_REQUEST.includes(s)
+);
 
 /** The sections the `--only` values name (the default sections when none is given). */
 export function parseOnly(values: readonly string[]): Set<BenchSection> {

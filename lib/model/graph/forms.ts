@@ -56,7 +56,7 @@ export function graphForms(ep: ExecutionProvider = "cpu", compute: ComputeDtype 
  * terms, LoRA gradients relative to each tensor's largest entry. float32 differs only in summation order
  * (measured ≤ 3e-6 and ≤ 3e-6 relative on WebGPU); float16 rounds every weight and activation to 11 bits
  * (measured up to 9e-3 and 1.7e-2 on the test models, growing with width and depth). Checked by
- * tests/webgpu_test.ts; measurements in docs/ENGINE_FACTS.md, "The GPU path".
+ * tests/engine/webgpu_test.ts; measurements in docs/ENGINE_FACTS.md, "The GPU path".
  */
 export const PARITY_TOLERANCE: Record<ComputeDtype, { logprob: number; gradient: number }> = {
   float32: { logprob: 1e-3, gradient: 1e-3 },

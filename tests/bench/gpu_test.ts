@@ -2,12 +2,12 @@
  * `deno task bench --only gpu` at a tiny size on WebGPU (CI: lavapipe): the command a GPU machine runs,
  * end to end — our train step and decode on the provider, the PyTorch peer (reported unavailable where
  * torch, transformers or peft are missing), the device's name, and the Markdown tables. Runs where WebGPU
- * starts, like tests/webgpu_test.ts; its output goes to a temporary --out folder.
+ * starts, like tests/engine/webgpu_test.ts; its output goes to a temporary --out folder.
  */
 
 import assert from "node:assert/strict";
-import { command } from "./helpers/commands.ts";
-import { webgpuTest } from "./helpers/webgpu.ts";
+import { command } from "../helpers/commands.ts";
+import { webgpuTest } from "../helpers/webgpu.ts";
 
 webgpuTest(
   "deno task bench --only gpu runs at a tiny size and reports train and decode beside the peer",

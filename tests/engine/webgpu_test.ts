@@ -7,22 +7,22 @@
  *
  * Runs where WebGPU starts (CI: Mesa's lavapipe, software Vulkan, slow: tiny models, few tokens); skipped
  * elsewhere with the reason, failed instead under DENO_RL_REQUIRE_WEBGPU=1 (helpers/webgpu.ts). The
- * 2-step loop on WebGPU is in tests/webgpu_loop_test.ts.
+ * 2-step loop on WebGPU is in tests/run/webgpu_loop_test.ts.
  */
 
 import assert from "node:assert/strict";
-import { LocalPolicy } from "../lib/engine/local_policy.ts";
-import { samplingUniform } from "../lib/engine/seeds.ts";
-import { type ComputeDtype, PARITY_TOLERANCE } from "../lib/model/graph/forms.ts";
-import type { LoraSpec } from "../lib/model/lora.ts";
-import { openModelDir } from "../lib/model/model_dir.ts";
-import { aggregationWeights, planMicroBatches, type TrainEpisode } from "../lib/train/batch.ts";
-import { Trainer } from "../lib/train/trainer.ts";
-import { randomAdapter } from "./helpers/adapters.ts";
-import { makeTinyModel } from "./helpers/tiny_model.ts";
-import { webgpuTest } from "./helpers/webgpu.ts";
-import { cpuPlacedFloats, hostCopies, profiled } from "./helpers/profile.ts";
-import { mulberry32 } from "./reference/weights.ts";
+import { LocalPolicy } from "../../lib/engine/local_policy.ts";
+import { samplingUniform } from "../../lib/engine/seeds.ts";
+import { type ComputeDtype, PARITY_TOLERANCE } from "../../lib/model/graph/forms.ts";
+import type { LoraSpec } from "../../lib/model/lora.ts";
+import { openModelDir } from "../../lib/model/model_dir.ts";
+import { aggregationWeights, planMicroBatches, type TrainEpisode } from "../../lib/train/batch.ts";
+import { Trainer } from "../../lib/train/trainer.ts";
+import { randomAdapter } from "../helpers/adapters.ts";
+import { makeTinyModel } from "../helpers/tiny_model.ts";
+import { webgpuTest } from "../helpers/webgpu.ts";
+import { cpuPlacedFloats, hostCopies, profiled } from "../helpers/profile.ts";
+import { mulberry32 } from "../reference/weights.ts";
 
 const VOCAB = 512;
 const SPEC: LoraSpec = { r: 2, alpha: 4, rslora: false, targets: ["q", "k", "v", "o", "gate", "up", "down"] };

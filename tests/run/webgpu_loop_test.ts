@@ -2,17 +2,17 @@
  * `deno task loop` with `model.ep: webgpu`, as a user runs it: two steps of rollout, score, mask and train
  * on WebGPU in one process (the policy in its Worker with the KV cache on the device, the trainer's session
  * beside it), ending with both steps' files, adapters and metrics. Runs where WebGPU starts, like
- * tests/webgpu_test.ts (CI: lavapipe).
+ * tests/engine/webgpu_test.ts (CI: lavapipe).
  */
 
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { readStageFile } from "../lib/arrow/read.ts";
-import { exists, stage } from "./helpers/commands.ts";
-import { makeTinyModel } from "./helpers/tiny_model.ts";
-import { webgpuTest } from "./helpers/webgpu.ts";
+import { readStageFile } from "../../lib/arrow/read.ts";
+import { exists, stage } from "../helpers/commands.ts";
+import { makeTinyModel } from "../helpers/tiny_model.ts";
+import { webgpuTest } from "../helpers/webgpu.ts";
 
-const ROOT = new URL("..", import.meta.url).pathname;
+const ROOT = new URL("../..", import.meta.url).pathname;
 
 webgpuTest("a 2-step deno task loop with model.ep webgpu runs end to end", async () => {
   const dir = await Deno.makeTempDir({ prefix: "webgpu-loop-" });

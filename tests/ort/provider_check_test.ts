@@ -8,9 +8,9 @@
 
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { providerProblem } from "../lib/ort/provider_check.ts";
-import { assertRefused, command, exists, stage } from "./helpers/commands.ts";
-import { makeTinyModel } from "./helpers/tiny_model.ts";
+import { providerProblem } from "../../lib/ort/provider_check.ts";
+import { assertRefused, command, exists, stage } from "../helpers/commands.ts";
+import { makeTinyModel } from "../helpers/tiny_model.ts";
 
 /** The Vulkan loader finds no driver (older loaders read the first name, newer ones the second). */
 const NO_VULKAN = { VK_ICD_FILENAMES: "/nonexistent/icd.json", VK_DRIVER_FILES: "/nonexistent/icd.json" };
