@@ -55,7 +55,7 @@ async function trainStep(dir: string, o: GpuBenchOptions) {
   const buildMs = await timeMs(async () => {
     trainer = await Trainer.create(model, {
       lora: spec,
-      objective: "grpo",
+      objective: "clipped",
       withReference: false,
       ep: o.ep,
       compute: o.compute,

@@ -126,9 +126,7 @@ function unchunkedHeadLoss(
   const all = (v: Value) => shaped(v, ["C"]); // one chunk of every row: the symbol chunkStep uses
   const rows = {
     weights: all(x.weights),
-    old: all(x.old),
-    advantages: all(x.advantages),
-    ref: x.ref && all(x.ref),
+    inputs: Object.fromEntries(Object.entries(x.inputs).map(([name, v]) => [name, all(v)])),
   };
   const out = chunkStep(g, { ...x, targets: all(x.targets) }, rows, w, objective, logSoftmax, forms);
   return {

@@ -18,6 +18,7 @@ import type { LoraSpec } from "../../lib/model/lora.ts";
 import { openModelDir } from "../../lib/model/model_dir.ts";
 import { aggregationWeights, planMicroBatches, type TrainEpisode } from "../../lib/train/batch.ts";
 import { Trainer } from "../../lib/train/trainer.ts";
+import { initValueHead } from "../../lib/train/value_head.ts";
 import { randomAdapter } from "../helpers/adapters.ts";
 import { makeTinyModel } from "../helpers/tiny_model.ts";
 import { webgpuTest } from "../helpers/webgpu.ts";
@@ -170,20 +171,27 @@ webgpuTest(
   },
 );
 
-/** One micro-batch's train outputs on `ep`. */
-async function trainStep(ep: "cpu" | "webgpu", compute: ComputeDtype) {
+/**
+ * One micro-batch's train outputs on `ep`: GRPO's clipped loss, or with `ppo` the same loss plus the value
+ * head's clipped value loss (its inputs returns and old values, its own gradients).
+ */
+async function trainStep(ep: "cpu" | "webgpu", compute: ComputeDtype, ppo = false) {
   const { dir, adapter } = await model();
   const m = await openModelDir(dir);
   const episodes: TrainEpisode[] = [tokens(40, 41), tokens(17, 42)].map((t, i) => ({
     tokens: t,
     lossMask: t.map((_, j) => (j >= 4 ? 1 : 0)),
-    advantages: t.map(() => (i ? -1 : 1)),
-    oldLogprobs: t.map((_, j) => (j === 0 ? 0 : -6.2)),
+    inputs: {
+      old_logprobs: t.map((_, j) => (j === 0 ? 0 : -6.2)),
+      advantages: t.map(() => (i ? -1 : 1)),
+      ...(ppo ? { returns: t.map((_, j) => (j % 3) - 1), old_values: t.map((_, j) => 0.05 * (j % 5)) } : {}),
+    },
   }));
   const trainer = await Trainer.create(m, {
     lora: SPEC,
-    objective: "grpo",
+    objective: "clipped",
     withReference: false,
+    ...(ppo ? { valueLoss: "clipped" as const } : {}),
     ep,
     compute,
   });
@@ -194,28 +202,53 @@ async function trainStep(ep: "cpu" | "webgpu", compute: ComputeDtype) {
       4096,
       trainer.maxChunk,
     );
-    return await trainer.run(mb, adapter.weights, { temperature: 0.9, epsLow: 0.2, epsHigh: 0.28, beta: 0 });
+    const scalars = { temperature: 0.9, epsLow: 0.2, epsHigh: 0.28, beta: 0, vfCoef: 0.5, valueClip: 0.2 };
+    return await trainer.run(
+      mb,
+      adapter.weights,
+      scalars,
+      ppo ? { valueHead: initValueHead(m.config.hidden_size, 7) } : {},
+    );
   } finally {
     await trainer.close();
   }
 }
 
+/** The largest difference relative to the largest magnitude of `a`, which must not be all zeros. */
+function relativeDifference(what: string, a: ArrayLike<number>, b: ArrayLike<number>): number {
+  const scale = Array.from(a).reduce((m, v) => Math.max(m, Math.abs(v)), 0);
+  assert.ok(scale > 0, `${what}: a zero gradient proves nothing`);
+  return worstDifference(a, b) / scale;
+}
+
 for (const compute of DTYPES) {
-  webgpuTest(
-    `${compute}: one train step's LoRA gradients on WebGPU equal the CPU's within PARITY_TOLERANCE`,
-    async () => {
-      const [a, b] = [await trainStep("cpu", "float32"), await trainStep("webgpu", compute)];
-      const tol = PARITY_TOLERANCE[compute];
-      assert.ok(Math.abs(a.loss - b.loss) <= tol.gradient * Math.abs(a.loss), `loss ${a.loss} vs ${b.loss}`);
-      assert.ok(worstDifference(a.logprobs, b.logprobs) <= tol.logprob, "the step's log-probs");
-      for (const [key, g] of a.grads) {
-        const scale = g.reduce((m, v) => Math.max(m, Math.abs(v)), 0);
-        assert.ok(scale > 0, `${key}: a zero gradient proves nothing`);
-        const relative = worstDifference(g, b.grads.get(key)!) / scale;
-        assert.ok(relative <= tol.gradient, `${key}: relative difference ${relative}`);
-      }
-    },
-  );
+  for (const ppo of [false, true]) {
+    webgpuTest(
+      `${compute}: one ${
+        ppo ? "PPO (value head)" : "GRPO"
+      } train step's gradients on WebGPU equal the CPU's within PARITY_TOLERANCE`,
+      async () => {
+        const [a, b] = [await trainStep("cpu", "float32", ppo), await trainStep("webgpu", compute, ppo)];
+        const tol = PARITY_TOLERANCE[compute];
+        assert.ok(
+          Math.abs(a.loss - b.loss) <= tol.gradient * Math.abs(a.loss),
+          `loss ${a.loss} vs ${b.loss}`,
+        );
+        assert.ok(worstDifference(a.logprobs, b.logprobs) <= tol.logprob, "the step's log-probs");
+        for (const [key, g] of a.grads) {
+          const relative = relativeDifference(key, g, b.grads.get(key)!);
+          assert.ok(relative <= tol.gradient, `${key}: relative difference ${relative}`);
+        }
+        if (!ppo) return;
+        assert.ok(a.value && b.value, "a PPO step returns the value head's outputs");
+        assert.ok(worstDifference(a.value.values, b.value.values) <= tol.logprob, "the step's values");
+        for (const [key, g] of a.value.grads) {
+          const relative = relativeDifference(`value head ${key}`, g, b.value.grads.get(key)!);
+          assert.ok(relative <= tol.gradient, `value head ${key}: relative difference ${relative}`);
+        }
+      },
+    );
+  }
 }
 
 webgpuTest(
