@@ -14,7 +14,7 @@
 
 import { parseArgs } from "@std/cli";
 import { loadConfig } from "../lib/config/mod.ts";
-import { DEMO_SETTINGS } from "../lib/demo/settings.ts";
+import { demoSettings } from "../lib/demo/settings.ts";
 import { prepareDemo } from "../lib/demo/prepare.ts";
 
 const { values } = parseArgs(Deno.args, { string: ["config", "seed", "model", "dir"] });
@@ -27,9 +27,10 @@ const { config, hash } = await loadConfig({
     ["train.seed", String(seed)],
   ],
 });
+const demo = demoSettings(config);
 const settings = {
-  model: { ...DEMO_SETTINGS.model, seed },
-  warmStart: { ...DEMO_SETTINGS.warmStart, seed },
+  model: { ...demo.model, seed },
+  warmStart: { ...demo.warmStart, seed },
 };
 const prepared = await prepareDemo(config, hash, settings);
 console.log(JSON.stringify({

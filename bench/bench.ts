@@ -4,6 +4,7 @@
  *   deno task bench [--only engine,train,weights,rollout,loop,score_mask] [--models tiny,qwen3-0.6b]
  *     [--out DIR] [--bench.k=v …]
  *   deno task bench --only algorithms [--tasks a.yaml,b.yaml] [--seeds 3] [--algorithms grpo,ppo] [--k.v=x …]
+ *   deno task bench --only demo_seeds [--bench.demo_config=configs/demo_multistep.yaml] [--bench.demo_seeds=[1,2,3]]
  *   deno task bench --only gpu [--models qwen3-0.6b,qwen3-1.7b] [--out DIR] [--bench.gpu_ep=webgpu|cuda]
  *
  * `--only` takes a comma-separated list of sections and may repeat; an unknown section is refused
@@ -18,6 +19,9 @@
  * same batch. Each measurement runs in its own process, one at a time. `--only algorithms` (never run
  * unless named) compares the advantage estimators on the demo's tasks (bench/algorithms_bench.ts); its
  * `--a.b=v` overrides go to every run of it.
+ *
+ * `--only demo_seeds` (never run by default: about ten minutes per seed) runs the demo once per seed of
+ * `bench.demo_seeds` with `bench.demo_config` (bench/demo_seeds.ts).
  *
  * `--only gpu` (never run by default) measures the GPU path instead (bench/gpu.ts): for each model of
  * `bench.gpu_models`, a LoRA r16 train step (tokens/s, MFU) and decode tokens/s at each batch size on
@@ -41,7 +45,7 @@ import {
 import { exportForTransformersJs } from "../lib/model/export.ts";
 import { loadTasks } from "../lib/data/mod.ts";
 import { buildDemoModel } from "../lib/demo/model.ts";
-import { DEMO_SETTINGS } from "../lib/demo/settings.ts";
+import { demoSettings } from "../lib/demo/settings.ts";
 import { loadTools, toolSpecs } from "../lib/tools/registry.ts";
 import { benchEpisodes, writeBatchJson } from "./train_bench.ts";
 import {
@@ -53,6 +57,7 @@ import {
   weightsTables,
 } from "./report.ts";
 import { gpuSection, gpuTables } from "./gpu.ts";
+import { demoSeedsTable, runDemoSeeds } from "./demo_seeds.ts";
 import { type BenchSection, parseOnly } from "./only.ts";
 import { ALGORITHMS, algorithmsSection, defaultTaskConfigs } from "./algorithms_bench.ts";
 import { UserError } from "../lib/errors.ts";
@@ -211,7 +216,7 @@ async function demoModelDir(): Promise<string> {
   const { config } = await loadConfig({ file: join(ROOT, "configs", "demo.yaml") });
   const tasks = await loadTasks(config.data);
   const tools = await loadTools(config.rollout.tools);
-  await buildDemoModel(dir, DEMO_SETTINGS.model, {
+  await buildDemoModel(dir, demoSettings(config).model, {
     tasks,
     systemPrompt: config.data.system_prompt,
     tools: toolSpecs([...tools.values()]),
@@ -247,6 +252,8 @@ interface BenchSettings {
   gpu_compute: "float32" | "float16";
   train_tokens: number;
   gpu_peak_tflops: number | null;
+  demo_config: string;
+  demo_seeds: number[];
 }
 
 /** `--only algorithms`'s own flags. */
@@ -329,6 +336,7 @@ if (import.meta.main) {
   if (want("algorithms")) {
     results.algorithms = await algorithmsSection({ ...algorithms, root: join(OUT, "algorithms") });
   }
+  if (want("demo_seeds")) results.demo_seeds = await runDemoSeeds(b.demo_config, b.demo_seeds, OUT);
   for (const name of want("gpu") ? b.gpu_models : []) {
     results[`gpu:${name}`] = await gpuSection(name, await modelDir(name), b, {
       runJson,
@@ -371,6 +379,7 @@ if (import.meta.main) {
       ? ["", `Score + mask (bench/score_mask_bench.ts): ${JSON.stringify(results.score_mask)}`]
       : []),
     ...(results.algorithms ? ["", ...algorithmsTables(results.algorithms as never)] : []),
+    ...(results.demo_seeds ? ["", ...demoSeedsTable(results.demo_seeds as never)] : []),
     ...(want("gpu") ? b.gpu_models.flatMap((name) => gpuTables(name, results[`gpu:${name}`] as never)) : []),
   ].join("\n");
   const stamp = started.toISOString().replace(/[:.]/g, "-");

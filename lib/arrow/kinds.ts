@@ -311,7 +311,17 @@ const EVAL: KindDecl = {
     ev("num_tool_calls", t.int16(), "number of tool calls in the episode (any status)"),
     ev("used_tool", t.bool(), "whether the episode made at least one successful (status ok) tool call"),
   ],
-  patterns: [rewardPattern("eval")],
+  patterns: [
+    rewardPattern("eval"),
+    {
+      // A pattern rather than a declared column so eval files written before it existed stay readable.
+      pattern: /^tool_calls_ok$/,
+      shape: "tool_calls_ok",
+      type: t.int16(),
+      stage: "eval",
+      doc: "number of tool calls that ran without error (status ok)",
+    },
+  ],
   requiredMetadata: ["config_hash", "model", "adapter", "sampling", "seed"],
 };
 

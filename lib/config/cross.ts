@@ -151,6 +151,24 @@ const judgeEndpoint: Rule = ({ score }) => checkJudgeEndpoint(score);
 /** Each MCP server entry: a name of its own, exactly one of command and url, keys that fit its kind. */
 const mcpServers: Rule = ({ rollout: { tools } }) => checkMcpServers(tools.mcp);
 
+/** The demo model's attention: query heads share key/value heads evenly; the engine's kernel needs head_dim % 16 = 0. */
+const demoHeads: Rule = ({ demo: { model } }) => {
+  if (model.heads % model.kv_heads !== 0) {
+    throw new UserError("config key demo.model.kv_heads", {
+      value: model.kv_heads,
+      why: `demo.model.heads (${model.heads}) is not a multiple of it`,
+      fix: "set demo.model.kv_heads to a divisor of demo.model.heads (e.g. heads / 2)",
+    });
+  }
+  if (model.head_dim % 16 !== 0) {
+    throw new UserError("config key demo.model.head_dim", {
+      value: model.head_dim,
+      why: "onnxruntime's GroupQueryAttention, which the engine runs, needs a multiple of 16",
+      fix: "set demo.model.head_dim to a multiple of 16 (e.g. 64)",
+    });
+  }
+};
+
 /** Every cross-field rule, run in this order. */
 const RULES: Rule[] = [
   groupSize,
@@ -163,6 +181,7 @@ const RULES: Rule[] = [
   arithmeticRange,
   judgeEndpoint,
   computeDtype,
+  demoHeads,
 ];
 
 /** Throws the first cross-field violation as a `UserError`. */

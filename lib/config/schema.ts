@@ -16,6 +16,7 @@ import { mask, score } from "./sections/score.ts";
 import { train } from "./sections/train.ts";
 import { bench, evaluation, loop } from "./sections/run.ts";
 import { modelBackend, serve } from "./sections/server.ts";
+import { demo } from "./sections/demo.ts";
 
 export * from "./sections/model.ts";
 export * from "./sections/rollout.ts";
@@ -25,6 +26,7 @@ export * from "./sections/judge.ts";
 export * from "./sections/train.ts";
 export * from "./sections/run.ts";
 export * from "./sections/server.ts";
+export * from "./sections/demo.ts";
 
 /** Every configuration key. The order here is the order of `config.yaml` and of `--help`. */
 export const SCHEMA = {
@@ -38,6 +40,7 @@ export const SCHEMA = {
   eval: evaluation,
   bench,
   serve,
+  demo,
 };
 
 /** The resolved configuration: every key present, every value checked. */
@@ -53,6 +56,7 @@ export type LoopConfig = Config["loop"];
 export type EvalConfig = Config["eval"];
 export type BenchConfig = Config["bench"];
 export type ServeConfig = Config["serve"];
+export type DemoConfig = Config["demo"];
 export type ModelServerConfig = Config["model"]["server"];
 export type RewardName = (typeof REWARD_NAMES)[number];
 export type ToolName = (typeof TOOL_NAMES)[number];

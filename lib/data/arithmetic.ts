@@ -12,6 +12,11 @@
  *
  * Deterministic: the same options give the same tasks (mulberry32, see random.ts), and the first k tasks
  * do not depend on `numTasks`.
+ *
+ * `order: "left_to_right"` writes the expression with parentheses so that it evaluates from left to
+ * right, one operation after the other: `(7 - 3) * 5`, `((7 - 3) * 5) / 4`. Every intermediate value is
+ * an exact integer, so each step can go to a calculator that does one operation per call
+ * (`rollout.tools.calculator.max_operations: 1`), fed the previous result (`operationSteps`, steps.ts).
  */
 import { UserError } from "../errors.ts";
 import { mulberry32, pick, randomInt, type Rng } from "./random.ts";
@@ -29,7 +34,13 @@ export interface ArithmeticOptions {
   maxOperands: number;
   /** Largest operand (at least 2). */
   maxValue: number;
+  /** `precedence` (default): `*` and `/` before `+` and `-`; `left_to_right`: parenthesized steps. */
+  order?: ArithmeticOrder;
 }
+
+/** How an expression is written and evaluated (see the module doc). */
+export const ARITHMETIC_ORDERS = ["precedence", "left_to_right"] as const;
+export type ArithmeticOrder = typeof ARITHMETIC_ORDERS[number];
 
 /** Products never exceed this magnitude, which keeps double-precision evaluation exact. */
 export const MAX_TERM = 1_000_000_000_000n;
@@ -42,7 +53,8 @@ export function generateArithmeticTasks(options: ArithmeticOptions): Task[] {
   const rng = mulberry32(options.seed);
   const tasks: Task[] = [];
   for (let i = 0; i < options.numTasks; i++) {
-    const { expression, value } = randomExpression(rng, options);
+    const draw = options.order === "left_to_right" ? randomChain : randomExpression;
+    const { expression, value } = draw(rng, options);
     tasks.push({
       id: `arith-${options.seed}-${i}`,
       source: "arithmetic",
@@ -82,6 +94,31 @@ function randomExpression(rng: Rng, o: ArithmeticOptions): { expression: string;
     text += ` ${op} ${operand}`;
   }
   return { expression: text, value: sum + term };
+}
+
+/**
+ * Draws one left-to-right chain: `value` is the exact result so far, each operator applies to all of it,
+ * and the text so far is parenthesized before the next operator (from the third operand on).
+ */
+function randomChain(rng: Rng, o: ArithmeticOptions): { expression: string; value: bigint } {
+  const count = randomInt(rng, o.minOperands, o.maxOperands);
+  const first = randomInt(rng, 1, o.maxValue);
+  let text = String(first);
+  let value = BigInt(first);
+  for (let k = 1; k < count; k++) {
+    const divisors = exactDivisors(value, o.maxValue);
+    const op = pick(rng, allowedOps(value, divisors.length > 0));
+    let operand: number;
+    if (op === "/") operand = pick(rng, divisors);
+    else if (op === "*") {
+      const room = value === 0n ? o.maxValue : Number(MAX_TERM / abs(value));
+      operand = randomInt(rng, 2, Math.min(o.maxValue, room));
+    } else operand = randomInt(rng, 1, o.maxValue);
+    const b = BigInt(operand);
+    value = op === "+" ? value + b : op === "-" ? value - b : op === "*" ? value * b : value / b;
+    text = `${k >= 2 ? `(${text})` : text} ${op} ${operand}`;
+  }
+  return { expression: text, value };
 }
 
 /** `+` and `-` always; `*` while the term can still double; `/` when an exact divisor exists. */
@@ -124,6 +161,8 @@ function checkOptions(o: ArithmeticOptions): void {
       "an integer in [2, 1e6]",
     ],
   ];
+  const order = o.order ?? "precedence";
+  rules.push(["order", ARITHMETIC_ORDERS.includes(order), `one of ${ARITHMETIC_ORDERS.join(", ")}`]);
   for (const [key, ok, expected] of rules) {
     if (ok) continue;
     throw new UserError(`arithmetic option ${key}`, {

@@ -8,7 +8,7 @@
  * no seed gives the first `max_samples` in file order.
  */
 import { UserError } from "../errors.ts";
-import { generateArithmeticTasks } from "./arithmetic.ts";
+import { type ArithmeticOrder, generateArithmeticTasks } from "./arithmetic.ts";
 import { type FieldMap, loadGeneric } from "./generic.ts";
 import { loadGsm8k } from "./gsm8k.ts";
 import { loadMbpp } from "./mbpp.ts";
@@ -27,6 +27,7 @@ export interface ArithmeticConfig {
   min_operands: number;
   max_operands: number;
   max_value: number;
+  order: ArithmeticOrder;
 }
 
 /** The `data` section of config.yaml, as far as loading is concerned (every key but `source` optional). */
@@ -52,6 +53,7 @@ export const ARITHMETIC_DEFAULTS: ArithmeticConfig = {
   min_operands: 2,
   max_operands: 4,
   max_value: 9999,
+  order: "precedence",
 };
 
 /** Loads the tasks `data` describes, shuffled and truncated as it says. */
@@ -104,6 +106,7 @@ function arithmeticTasks(partial: Partial<ArithmeticConfig>): Task[] {
     minOperands: c.min_operands,
     maxOperands: c.max_operands,
     maxValue: c.max_value,
+    order: c.order,
   });
 }
 

@@ -11,6 +11,7 @@
  */
 
 import { dirname, join, resolve } from "node:path";
+import { type OperationStep, operationSteps } from "../data/arithmetic_steps.ts";
 import type { Task } from "../data/task.ts";
 import type { ChatMessage, ChatTokenizer, ToolSpec } from "../model/chat.ts";
 import { bundledQwen3TokenizerDir } from "../model/bundled_tokenizer.ts";
@@ -21,6 +22,14 @@ import { writeTextAtomic } from "../safetensors/mod.ts";
 import { type DemoModelSettings, randomModelOptions } from "./settings.ts";
 import { calculatorCallText, finalAnswerText } from "./teacher.ts";
 
+/** The one-operation steps of an arithmetic task (none for a task without an integer expression). */
+function stepsOf(task: Task): OperationStep[] {
+  const expression = task.meta?.expression;
+  return typeof expression === "string" && /^[\d\s()+\-*/]+$/.test(expression)
+    ? operationSteps(expression)
+    : [];
+}
+
 /** What the demo renders, from which the vocabulary is taken. */
 export interface DemoCorpus {
   tasks: readonly Task[];
@@ -30,7 +39,10 @@ export interface DemoCorpus {
   extraTexts?: readonly string[];
 }
 
-/** Every text of the demo: each task's rendered prompt, its traces both ways, and its tool result. */
+/**
+ * Every text of the demo: each task's rendered prompt, its traces both ways, its tool result, and the
+ * calls and results of its one-operation steps.
+ */
 export function corpusTexts(tokenizer: ChatTokenizer, c: DemoCorpus): string[] {
   const texts = [...(c.extraTexts ?? [])];
   for (const enableThinking of [false, true]) {
@@ -43,6 +55,10 @@ export function corpusTexts(tokenizer: ChatTokenizer, c: DemoCorpus): string[] {
       texts.push(calculatorCallText(String(task.meta?.expression ?? "")));
       texts.push(tokenizer.toolResultText([task.answer ?? ""], { enableThinking }));
       texts.push(finalAnswerText(task.answer ?? ""), finalAnswerText(`-${task.answer}`));
+      for (const step of stepsOf(task)) { // the calls of a calculator limited to one operation per call
+        texts.push(calculatorCallText(step.expression), finalAnswerText(step.result));
+        texts.push(tokenizer.toolResultText([step.result], { enableThinking }));
+      }
     }
   }
   return texts;

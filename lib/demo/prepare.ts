@@ -13,7 +13,8 @@ import type { Task } from "../data/task.ts";
 import { openSession } from "../pipeline/mod.ts";
 import { toolSpecs } from "../tools/registry.ts";
 import { buildDemoModel } from "./model.ts";
-import { DEMO_SETTINGS, type DemoSettings } from "./settings.ts";
+import { type DemoSettings, demoSettings } from "./settings.ts";
+import { tooManyOperations } from "../tools/calculator.ts";
 import { warmStart, warmStartConfig, type WarmStartProgress, type WarmStartResult } from "./warm_start.ts";
 
 /** The maker the demo's output markers name: a later demo replaces these outputs, and only these. */
@@ -36,7 +37,7 @@ export interface PreparedDemo {
 export async function prepareDemo(
   config: Config,
   configHash: string,
-  settings: DemoSettings = DEMO_SETTINGS,
+  settings: DemoSettings = demoSettings(config),
   onStep?: WarmStartProgress,
 ): Promise<PreparedDemo> {
   const started = performance.now();
@@ -48,7 +49,13 @@ export async function prepareDemo(
   });
   try {
     const tasks = await session.tasks();
-    const corpus = { tasks: [...tasks.train, ...tasks.heldOut], systemPrompt: config.data.system_prompt };
+    const max = config.rollout.tools.calculator.max_operations;
+    const corpus = {
+      tasks: [...tasks.train, ...tasks.heldOut],
+      systemPrompt: config.data.system_prompt,
+      // What the model reads when a call holds too many operations: its tokens belong in the vocabulary.
+      extraTexts: max === null ? [] : [2, 3].map((n) => tooManyOperations(n, max)),
+    };
     const model = await buildDemoModel(config.model.path, settings.model, {
       ...corpus,
       tools: toolSpecs([...(await session.tools()).values()]),

@@ -1,12 +1,13 @@
 /**
- * The demo's settings that `configs/demo.yaml` cannot hold: the config loader rejects keys outside its
- * schema, so the model's shape and the warm start live here, named and commented, next to the code
- * that uses them. Everything the stages read (data, rollout, score, mask, train, loop) is in
- * configs/demo.yaml.
+ * The demo's own settings, from the `demo` section of the configuration (configs/demo.yaml; schema in
+ * lib/config/sections/demo.ts): the shape of the model it builds and its supervised warm start, in the
+ * camelCase the library uses. A seed left null follows `train.seed`, so one number (the demo's seed)
+ * picks the model's weights, the warm start's traces and order, the LoRA init and GRPO's micro-batch order.
  *
  * @module
  */
 
+import type { Config } from "../config/schema.ts";
 import type { RandomQwen3Options } from "../model/random_model.ts";
 
 /** The demo model's shape: small enough for 2 CPU cores, deep enough to copy an expression. */
@@ -20,24 +21,30 @@ export interface DemoModelSettings {
   seed: number;
 }
 
-/** The supervised warm start: generated traces, trained with the `sft` loss. */
+/** The supervised warm start: generated traces, trained with the `sft` loss (docs/demo.md). */
 export interface WarmStartSettings {
   /** Traces generated (one per task, from tasks disjoint from the held-out ones). */
   traces: number;
   /** Share of traces that answer at once, without the calculator, with a plausible wrong number. */
   directFraction: number;
-  /** Seed of the choice "direct or calculator" and of the wrong numbers. */
+  /** Seed of the choice "direct or calculator", of the wrong numbers and of the trace order. */
   seed: number;
-  /** Optimizer steps in all, each on the next `tracesPerStep` traces (cycling through them). */
-  steps: number;
-  /** The first steps, on calculator traces only (the copying is learnt before the choice). */
-  toolOnlySteps: number;
   /** Traces per optimizer step: smaller batches buy more steps for the same time. */
   tracesPerStep: number;
-  /** Peak learning rate of the sft run: linear warm-up, then a cosine decay to a tenth. */
+  /** Peak learning rate: linear warm-up, constant through the first phase, then a cosine decay to a tenth. */
   lr: number;
   /** Warm-up steps of the learning rate. */
   warmupSteps: number;
+  /** Most steps of the first phase, on calculator traces only. */
+  copyMaxSteps: number;
+  /** The first phase ends once the greedy probe's accuracy reaches this. */
+  copyAccuracy: number;
+  /** Steps between probes in the first phase. */
+  probeEvery: number;
+  /** Tasks the probe answers (training tasks after the traces'). */
+  probeTasks: number;
+  /** Steps of the second phase, on all traces. */
+  mixSteps: number;
 }
 
 export interface DemoSettings {
@@ -45,20 +52,35 @@ export interface DemoSettings {
   warmStart: WarmStartSettings;
 }
 
-/** The demo's defaults (measured on 2 CPU cores: docs/demo.md). */
-export const DEMO_SETTINGS: DemoSettings = {
-  model: { layers: 2, hidden: 128, heads: 8, kvHeads: 4, headDim: 64, intermediate: 256, seed: 0 },
-  warmStart: {
-    traces: 600,
-    directFraction: 0.6,
-    seed: 1,
-    steps: 1200,
-    toolOnlySteps: 900,
-    tracesPerStep: 4,
-    lr: 1e-2,
-    warmupSteps: 50,
-  },
-};
+/** The demo's settings from `config.demo`, with null seeds resolved to `train.seed`. */
+export function demoSettings(config: Config): DemoSettings {
+  const { model: m, warm_start: w } = config.demo;
+  const seed = config.train.seed;
+  return {
+    model: {
+      layers: m.layers,
+      hidden: m.hidden,
+      heads: m.heads,
+      kvHeads: m.kv_heads,
+      headDim: m.head_dim,
+      intermediate: m.intermediate,
+      seed: m.seed ?? seed,
+    },
+    warmStart: {
+      traces: w.traces,
+      directFraction: w.direct_fraction,
+      seed: w.seed ?? seed,
+      tracesPerStep: w.traces_per_step,
+      lr: w.lr,
+      warmupSteps: w.warmup_steps,
+      copyMaxSteps: w.copy_max_steps,
+      copyAccuracy: w.copy_accuracy,
+      probeEvery: w.probe_every,
+      probeTasks: w.probe_tasks,
+      mixSteps: w.mix_steps,
+    },
+  };
+}
 
 /** The `writeRandomQwen3` options of a demo model with a vocabulary of `vocab` tokens. */
 export function randomModelOptions(m: DemoModelSettings, vocab: number): RandomQwen3Options {

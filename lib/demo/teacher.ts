@@ -5,8 +5,9 @@
  * the policy's own episodes.
  *
  * Two kinds of trace, chosen per task by `plan(task)`:
- * - `tool`: turn 1 calls `calculator` with the task's expression; turn 2, after the tool's answer,
- *   says `Final answer: <the tool's result>`;
+ * - `tool`: turn k calls `calculator` with the plan's k-th expression (the task's expression, or with a
+ *   calculator limited to one operation per call, its steps, each using the result the tool gave before);
+ *   the turn after the last call says `Final answer: <the tool's last result>`;
  * - `direct`: turn 1 says `Final answer: <a plausible wrong number>` and the episode ends.
  *
  * @module
@@ -17,8 +18,8 @@ import type { BatchStats, Generation, Policy, PolicySequence } from "../engine/p
 import type { ChatTokenizer } from "../model/chat.ts";
 import type { Qwen3Config } from "../model/hf_config.ts";
 
-/** What the teacher does on one task. */
-export type TracePlan = { kind: "tool" } | { kind: "direct"; answer: string };
+/** What the teacher does on one task: the calculator calls' expressions in order, or a direct answer. */
+export type TracePlan = { kind: "tool"; calls: string[] } | { kind: "direct"; answer: string };
 
 /** The assistant text of a calculator call, as Qwen3 writes tool calls (Hermes format). */
 export function calculatorCallText(expression: string): string {
@@ -79,7 +80,7 @@ export class TeacherPolicy implements Policy {
   #turnText(task: Task, turn: number, soFar: string): string {
     const plan = this.#plan(task);
     if (plan.kind === "direct") return finalAnswerText(plan.answer);
-    if (turn === 1) return calculatorCallText(String(task.meta?.expression));
+    if (turn <= plan.calls.length) return calculatorCallText(plan.calls[turn - 1]);
     return finalAnswerText(lastToolResponse(soFar) ?? task.answer!);
   }
 

@@ -10,6 +10,7 @@
 import { join } from "node:path";
 import { readStageFile } from "../arrow/read.ts";
 import { mulberry32, randomInt } from "../data/random.ts";
+import { operationSteps } from "../data/arithmetic_steps.ts";
 import type { Task } from "../data/task.ts";
 import { mask, rollout, score, type Session, writeStageOutput } from "../pipeline/mod.ts";
 import { TeacherPolicy, type TracePlan } from "./teacher.ts";
@@ -23,15 +24,36 @@ export function wrongAnswer(answer: string, rng: () => number): string {
   return String(value + offset);
 }
 
-/** Each task's trace: `direct` for a seeded share `directFraction` of them, else a calculator call. */
-export function tracePlans(tasks: readonly Task[], s: WarmStartSettings): Map<string, TracePlan> {
-  const [choice, numbers] = [mulberry32(s.seed), mulberry32(s.seed + 1)];
+/**
+ * The expressions of a task's calculator calls: the whole expression, or, when it holds more than
+ * `maxOperations` operations, one call per operation step, each holding the result of the one before.
+ */
+export function calculatorCalls(task: Task, maxOperations: number | null): string[] {
+  const expression = String(task.meta?.expression ?? "");
+  if (maxOperations === null) return [expression];
+  const steps = operationSteps(expression);
+  return steps.length <= maxOperations ? [expression] : steps.map((step) => step.expression);
+}
+
+/**
+ * Each task's trace: `direct` for a seeded share `directFraction` of them, else calculator calls
+ * (`calculatorCalls`, for a calculator limited to `maxOperations` per call).
+ */
+export function tracePlans(
+  tasks: readonly Task[],
+  s: WarmStartSettings,
+  maxOperations: number | null = null,
+): Map<string, TracePlan> {
+  // Two streams per seed, apart from the next seed's.
+  const [choice, numbers] = [mulberry32(s.seed * 7919 + 1), mulberry32(s.seed * 7919 + 2)];
   const plans = new Map<string, TracePlan>();
   for (const task of tasks) {
     const direct = choice() < s.directFraction;
     plans.set(
       task.id,
-      direct ? { kind: "direct", answer: wrongAnswer(task.answer!, numbers) } : { kind: "tool" },
+      direct
+        ? { kind: "direct", answer: wrongAnswer(task.answer!, numbers) }
+        : { kind: "tool", calls: calculatorCalls(task, maxOperations) },
     );
   }
   return plans;
@@ -55,7 +77,7 @@ export interface WarmStartInputs {
 export async function writeWarmStartBatch(i: WarmStartInputs): Promise<string> {
   const { session, settings } = i;
   const tasks = i.tasks.slice(0, settings.traces);
-  const plans = tracePlans(tasks, settings);
+  const plans = tracePlans(tasks, settings, session.config.rollout.tools.calculator.max_operations);
   const teacher = new TeacherPolicy(await session.tokenizer(), tasks, (task) => plans.get(task.id)!);
   const dir = join(i.dir, "traces");
   await Deno.mkdir(dir, { recursive: true });

@@ -4,11 +4,18 @@
  * session (the model and its train graph are opened once) — then saved as a checkpoint the loop
  * continues from.
  *
- * A curriculum: the first `toolOnlySteps` steps see calculator traces only, so the circuits that copy
- * the task's expression into the call and the tool's result into the answer form before anything else
- * competes for them; the remaining steps see all traces, a share `directFraction` of them answering at
- * once with a wrong number, so the starting policy often skips the calculator — the one decision GRPO
- * then has to change.
+ * Two phases:
+ * 1. copy: calculator traces only, so the circuits that copy the task's expression into the call and the
+ *    tool's result into the answer form before anything competes for them. Every `probeEvery` steps the
+ *    probe (probe.ts) answers unseen training tasks greedily; the phase ends once its accuracy reaches
+ *    `copyAccuracy` (or after `copyMaxSteps`). How many steps the copying needs depends on the seed, so
+ *    a fixed length either stopped some seeds before it formed or trained others far past it.
+ * 2. mix: `mixSteps` steps on all traces, a share `directFraction` of them answering at once with a wrong
+ *    number: the starting policy then often skips the calculator — the one decision GRPO has to change.
+ *
+ * The learning rate: a linear warm-up, then a cosine decay towards a tenth at `copyMaxSteps`; the mix
+ * phase decays on from where the copy phase stopped to a tenth (`copyLr`, `mixLr`: this module runs its
+ * own schedule, one rate per train call).
  *
  * The checkpoint is saved with a fresh optimizer state: GRPO's first steps are not scaled by the sft
  * gradients' Adam moments.
@@ -21,16 +28,23 @@ import { readStageFile } from "../arrow/read.ts";
 import type { StageFile } from "../arrow/stage_file.ts";
 import type { Config } from "../config/schema.ts";
 import { shuffled } from "../data/random.ts";
+import type { Task } from "../data/task.ts";
 import { type CheckpointOutput, train, type TrainSummary, writeStageOutput } from "../pipeline/mod.ts";
 import type { StepMetrics } from "../train/step.ts";
 import { initOptimizerState } from "../train/optimizer.ts";
+import { type ProbeResult, WarmStartProbe } from "./probe.ts";
 import type { WarmStartSettings } from "./settings.ts";
 import { tracePlans, type WarmStartInputs, writeWarmStartBatch } from "./traces.ts";
 
 export { tracePlans, type WarmStartInputs, writeWarmStartBatch, wrongAnswer } from "./traces.ts";
 
-/** Called after each warm-start step with its number (1-based), the step count and the loss. */
-export type WarmStartProgress = (step: number, steps: number, loss: number) => void;
+/** One warm-start event: a step (with its loss) or a probe (with what it measured). */
+export type WarmStartEvent =
+  | { kind: "step"; phase: "copy" | "mix"; step: number; loss: number }
+  | { kind: "probe"; probe: ProbeResult };
+
+/** Called after each warm-start step and probe. */
+export type WarmStartProgress = (event: WarmStartEvent) => void;
 
 /** What the warm start produced. */
 export interface WarmStartResult {
@@ -38,6 +52,10 @@ export interface WarmStartResult {
   out: string;
   /** One row per optimizer step. */
   metrics: StepMetrics[];
+  /** Steps of the copy phase (it ends early once the probe's accuracy reaches `copyAccuracy`). */
+  copySteps: number;
+  /** Every probe, in order; the last one is taken after the mix phase. */
+  probes: ProbeResult[];
   seconds: number;
 }
 
@@ -48,8 +66,8 @@ interface TracePools {
 }
 
 /**
- * The run's configuration as the warm start trains: the `sft` loss, its own learning rate with a linear
- * warm-up and a cosine decay to a tenth over its `steps`, one optimizer step per batch.
+ * The run's configuration as the warm start trains: the `sft` loss, one optimizer step per call (the
+ * learning rate of each is the warm start's own: `copyLr`, `mixLr`).
  */
 export function warmStartConfig(config: Config, s: WarmStartSettings): Config {
   const { train: t } = config;
@@ -59,7 +77,6 @@ export function warmStartConfig(config: Config, s: WarmStartSettings): Config {
       ...t,
       num_iterations: 1,
       optimizer: { ...t.optimizer, lr: s.lr },
-      schedule: { name: "cosine", warmup_steps: s.warmupSteps, min_lr_ratio: 0.1 },
       loss: {
         ...t.loss,
         objective: "sft",
@@ -70,24 +87,44 @@ export function warmStartConfig(config: Config, s: WarmStartSettings): Config {
         rollout_is: "none",
       },
     },
-    loop: { ...config.loop, steps: s.steps },
+    loop: { ...config.loop, steps: s.copyMaxSteps + s.mixSteps },
   };
 }
 
-/** The warm start: traces, then `settings.steps` sft steps; returns the checkpoint at `dir/adapter`. */
-export async function warmStart(i: WarmStartInputs, onStep?: WarmStartProgress): Promise<WarmStartResult> {
+/** The warm start: traces, the copy phase, the mix phase; returns the checkpoint at `dir/adapter`. */
+export async function warmStart(i: WarmStartInputs, onEvent?: WarmStartProgress): Promise<WarmStartResult> {
   const started = performance.now();
   const s = i.settings;
   const batch = await readStageFile(await writeWarmStartBatch(i), "batch");
   const pools = tracePools(i, batch);
+  const probe = await WarmStartProbe.open(i.session, probeTasks(i));
   const metrics: StepMetrics[] = [];
+  const probes: ProbeResult[] = [];
   let last: CheckpointOutput<TrainSummary> | undefined;
-  for (let step = 0; step < s.steps; step++) {
-    last = await train(i.session, batch, { step, rows: stepRows(pools, s, step) });
-    metrics.push(...last.summary.metrics);
-    onStep?.(step + 1, s.steps, last.summary.metrics[0].loss);
+  const sft = async (pool: number[], local: number, lr: number, phase: "copy" | "mix") => {
+    const rows = stepRows(pool, s, local, phase);
+    last = await train(i.session, batch, { step: metrics.length, rows, lr });
+    const [row] = last.summary.metrics;
+    metrics.push(row);
+    onEvent?.({ kind: "step", phase, step: metrics.length, loss: row.loss });
+  };
+  const probeNow = async () => {
+    const { adapter } = (await i.session.trainer()).checkpoint;
+    probes.push(await probe.run(metrics.length, adapter));
+    onEvent?.({ kind: "probe", probe: probes.at(-1)! });
+  };
+  let copySteps = 0;
+  while (copySteps < s.copyMaxSteps) {
+    await sft(pools.tool, copySteps, copyLr(s, copySteps + 1), "copy");
+    copySteps++;
+    if (copySteps % s.probeEvery !== 0) continue;
+    await probeNow();
+    if (probes.at(-1)!.accuracy >= s.copyAccuracy) break;
   }
-  if (!last) throw new RangeError("warm start: settings.steps must be at least 1");
+  const start = copyLr(s, Math.max(copySteps, 1));
+  for (let k = 0; k < s.mixSteps; k++) await sft(pools.all, k, mixLr(s, k, start), "mix");
+  if (!last) throw new RangeError("warm start: copyMaxSteps + mixSteps must be at least 1");
+  await probeNow();
   const out = resolve(join(i.dir, "adapter"));
   const { state } = last.checkpoint;
   const fresh = initOptimizerState(state.optimizer.name, state.adapter.weights);
@@ -95,12 +132,39 @@ export async function warmStart(i: WarmStartInputs, onStep?: WarmStartProgress):
     ...last,
     checkpoint: { ...last.checkpoint, state: { ...state, optimizer: fresh } },
   });
-  return { out, metrics, seconds: (performance.now() - started) / 1000 };
+  return { out, metrics, copySteps, probes, seconds: (performance.now() - started) / 1000 };
+}
+
+/** The probe's tasks: training tasks after the traces' (the first ones when there are none left). */
+function probeTasks(i: WarmStartInputs): readonly Task[] {
+  const s = i.settings;
+  const after = i.tasks.slice(s.traces, s.traces + s.probeTasks);
+  return after.length > 0 ? after : i.tasks.slice(0, s.probeTasks);
+}
+
+/**
+ * The copy phase's learning rate at step `step` (1-based): linear warm-up, then a cosine decay towards a
+ * tenth at `copyMaxSteps` (the copy circuits form at a high rate; a lower one then sharpens them).
+ */
+export function copyLr(s: WarmStartSettings, step: number): number {
+  if (step <= s.warmupSteps) return (s.lr * step) / Math.max(1, s.warmupSteps);
+  const progress = Math.min(1, (step - s.warmupSteps) / Math.max(1, s.copyMaxSteps - s.warmupSteps));
+  return cosine(s.lr, s.lr / 10, progress);
+}
+
+/** The mix phase's learning rate at its step `k` (0-based): a cosine decay from `start` to a tenth of the peak. */
+export function mixLr(s: WarmStartSettings, k: number, start: number): number {
+  return cosine(start, s.lr / 10, s.mixSteps > 1 ? k / (s.mixSteps - 1) : 1);
+}
+
+function cosine(from: number, to: number, progress: number): number {
+  return to + (from - to) * 0.5 * (1 + Math.cos(Math.PI * progress));
 }
 
 /** The rows of the trace batch, split by their task's plan. */
 function tracePools(i: WarmStartInputs, batch: StageFile): TracePools {
-  const plans = tracePlans(i.tasks.slice(0, i.settings.traces), i.settings);
+  const maxOperations = i.session.config.rollout.tools.calculator.max_operations;
+  const plans = tracePlans(i.tasks.slice(0, i.settings.traces), i.settings, maxOperations);
   const taskIds = batch.vector("task_id");
   const all = Array.from({ length: batch.rows }, (_, row) => row);
   const tool = all.filter((row) => plans.get(taskIds.get(row) as string)?.kind === "tool");
@@ -108,17 +172,14 @@ function tracePools(i: WarmStartInputs, batch: StageFile): TracePools {
 }
 
 /**
- * The rows of optimizer step `step` (0-based): the next `tracesPerStep` of the pool the curriculum
- * names, walking through it in an order reshuffled each pass.
+ * The rows of a phase's step `local` (0-based): the next `tracesPerStep` of its pool, walking through it
+ * in an order reshuffled each pass.
  */
-function stepRows(pools: TracePools, s: WarmStartSettings, step: number): number[] {
-  const toolOnly = step < s.toolOnlySteps;
-  const pool = toolOnly ? pools.tool : pools.all;
-  const local = toolOnly ? step : step - s.toolOnlySteps;
+function stepRows(pool: number[], s: WarmStartSettings, local: number, phase: "copy" | "mix"): number[] {
   const out: number[] = [];
   for (let k = local * s.tracesPerStep; out.length < s.tracesPerStep; k++) {
     const pass = Math.floor(k / pool.length);
-    out.push(shuffled(pool, s.seed * 1000 + pass + (toolOnly ? 0 : 500))[k % pool.length]);
+    out.push(shuffled(pool, s.seed * 1000 + pass + (phase === "copy" ? 0 : 500))[k % pool.length]);
   }
   return out;
 }

@@ -74,6 +74,7 @@ export async function evaluate(
     messages: eps.map((ep) => JSON.stringify(ep.messages)),
     num_tool_calls: Int16Array.from(eps.map((ep) => ep.toolCalls.length)),
     used_tool: usedTool,
+    tool_calls_ok: Int16Array.from(eps.map((ep) => ep.toolCalls.filter((c) => c.status === "ok").length)),
     ...rewardColumns,
   };
   const policy = await session.policy();

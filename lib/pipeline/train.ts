@@ -32,6 +32,8 @@ export interface TrainRequest {
   rows?: readonly number[];
   /** Called with each optimizer step's metrics as soon as it finishes. */
   onStep?: (metrics: StepMetrics) => void;
+  /** The learning rate of every step of this call instead of the schedule's (`StepSettings.lr`). */
+  lr?: number;
 }
 
 export interface TrainSummary {
@@ -56,6 +58,7 @@ export async function train(
   const metrics = await trainOnBatch(ts.trainer, episodes, adapter.weights, optimizer, {
     ...stepSettingsOf(config, file),
     onStep: request.onStep,
+    ...(request.lr === undefined ? {} : { lr: request.lr }),
   }, value);
   const id = await adapterId(adapter, ts.model.config);
   const table = buildTable("(metrics)", "metrics", metricsColumns(metrics), {

@@ -18,6 +18,11 @@
  * `tool_error` with a message that says what is wrong (see CALCULATOR_LIMITS and docs/sandbox.md);
  * nothing silently becomes 0.
  *
+ * `makeCalculatorTool({ maxOperations })` (`rollout.tools.calculator.max_operations`) limits the binary
+ * operations (`+ - * / ^`) of one call: a longer expression is refused with a `tool_error` that says how
+ * many it holds and to compute one step per call, so a task needs several calls, each fed the last result.
+ * Signs of numbers (`-3 * 5`) and parentheses are not operations.
+ *
  * @module
  */
 
@@ -101,6 +106,11 @@ function numberText(expression: string, i: number): string {
 
 /** Parses and evaluates; throws CalculatorError with the message the model should see. */
 export function evaluate(expression: string): number {
+  return evaluateCounted(expression).value;
+}
+
+/** Parses and evaluates, counting the binary operations applied (`+ - * / ^`). */
+export function evaluateCounted(expression: string): { value: number; operations: number } {
   if (expression.length > CALCULATOR_LIMITS.maxLength) {
     throw new CalculatorError(
       `expression is ${expression.length} characters long; the limit is ${CALCULATOR_LIMITS.maxLength}`,
@@ -112,17 +122,20 @@ export function evaluate(expression: string): number {
   const parser = new Parser(tokenize(expression));
   const value = parser.expression(0);
   parser.expectEnd();
-  return value;
+  return { value, operations: parser.operations };
 }
 
 class Parser {
   #pos = 0;
+  /** Binary operations applied so far. */
+  operations = 0;
   constructor(private readonly tokens: Token[]) {}
 
   expression(depth: number): number {
     let value = this.term(depth);
     for (let t = this.#peek(); t.kind === "op" && (t.op === "+" || t.op === "-"); t = this.#peek()) {
       this.#pos++;
+      this.operations++;
       const right = this.term(depth);
       value = finite(t.op === "+" ? value + right : value - right, "overflow");
     }
@@ -133,6 +146,7 @@ class Parser {
     let value = this.unary(depth);
     for (let t = this.#peek(); t.kind === "op" && (t.op === "*" || t.op === "/"); t = this.#peek()) {
       this.#pos++;
+      this.operations++;
       const right = this.unary(depth);
       if (t.op === "/" && right === 0) {
         throw new CalculatorError(`result is not finite: ${value === 0 ? "0/0" : "division by zero"}`);
@@ -158,6 +172,7 @@ class Parser {
     const t = this.#peek();
     if (t.kind !== "op" || t.op !== "^") return base;
     this.#pos++;
+    this.operations++;
     const exponent = this.unary(depth + 1);
     const value = base ** exponent;
     if (Number.isNaN(value)) throw new CalculatorError("result is not finite: not a real number");
@@ -215,24 +230,63 @@ export function formatNumber(value: number): string {
   return String(Number(value.toPrecision(15)));
 }
 
-/** The tool: `{ expression }` → the value, or a `tool_error` with the reason. */
-export const calculatorTool: Tool = {
-  name: "calculator",
-  description: "Evaluate an arithmetic expression with + - * / ^ and parentheses, e.g. (12.5 + 3) * 4^2.",
-  parameters: {
-    type: "object",
-    properties: {
-      expression: { type: "string", description: "the expression, e.g. 4821 * 37 - 1290 / 5" },
+/** Options of `makeCalculatorTool`. */
+export interface CalculatorOptions {
+  /** Binary operations one call may hold; null = any number. */
+  maxOperations?: number | null;
+}
+
+/** The refusal of an expression with more operations than one call may hold (what the model reads). */
+export function tooManyOperations(operations: number, max: number): string {
+  const per = max === 1 ? "one operation per call" : `at most ${max} operations per call`;
+  return `Error: the expression holds ${operations} operations; this calculator does ${per}: ` +
+    "compute one step, then use its result in the next call";
+}
+
+/** The calculator tool: `{ expression }` → the value, or a `tool_error` with the reason. */
+export function makeCalculatorTool(options: CalculatorOptions = {}): Tool {
+  const max = options.maxOperations ?? null;
+  return {
+    name: "calculator",
+    description: describe(max),
+    parameters: {
+      type: "object",
+      properties: {
+        expression: {
+          type: "string",
+          description: max === 1
+            ? "one operation, e.g. 4821 * 37"
+            : "the expression, e.g. 4821 * 37 - 1290 / 5",
+        },
+      },
+      required: ["expression"],
+      additionalProperties: false,
     },
-    required: ["expression"],
-    additionalProperties: false,
-  },
-  run(args): Promise<ToolResult> {
-    try {
-      return Promise.resolve({ status: "ok", output: formatNumber(evaluate(String(args.expression))) });
-    } catch (error) {
-      if (!(error instanceof CalculatorError)) throw error;
-      return Promise.resolve({ status: "tool_error", output: `Error: ${error.message}` });
-    }
-  },
-};
+    run(args): Promise<ToolResult> {
+      try {
+        const { value, operations } = evaluateCounted(String(args.expression));
+        if (max !== null && operations > max) {
+          return Promise.resolve({ status: "tool_error", output: tooManyOperations(operations, max) });
+        }
+        return Promise.resolve({ status: "ok", output: formatNumber(value) });
+      } catch (error) {
+        if (!(error instanceof CalculatorError)) throw error;
+        return Promise.resolve({ status: "tool_error", output: `Error: ${error.message}` });
+      }
+    },
+  };
+}
+
+function describe(max: number | null): string {
+  if (max === null) {
+    return "Evaluate an arithmetic expression with + - * / ^ and parentheses, e.g. (12.5 + 3) * 4^2.";
+  }
+  if (max === 1) {
+    return "Evaluate one arithmetic operation (+ - * / ^), e.g. 12 * 4; call again for the next step.";
+  }
+  return `Evaluate an arithmetic expression of at most ${max} operations (+ - * / ^) and parentheses; ` +
+    "call again for the next steps.";
+}
+
+/** The calculator without a limit on operations. */
+export const calculatorTool: Tool = makeCalculatorTool();

@@ -15,7 +15,7 @@ import { pathToFileURL } from "node:url";
 import type { RolloutConfig } from "../config/schema.ts";
 import { UserError } from "../errors.ts";
 import type { ToolSpec } from "../model/chat.ts";
-import { calculatorTool } from "./calculator.ts";
+import { makeCalculatorTool } from "./calculator.ts";
 import { openMcpTools } from "./mcp/tools.ts";
 import { executeCodeTool } from "./execute_code.ts";
 import { readFileTool } from "./read_file.ts";
@@ -98,7 +98,7 @@ export function toolSpecs(tools: Iterable<Tool>): ToolSpec[] {
 async function builtIn(name: string, section: RolloutToolsConfig, options: LoadToolsOptions): Promise<Tool> {
   switch (name) {
     case "calculator":
-      return calculatorTool;
+      return makeCalculatorTool({ maxOperations: section.calculator.max_operations });
     case "read_file":
       return readFileTool(section.read_file_root === null ? null : resolve(section.read_file_root));
     case "execute_code": {

@@ -21,9 +21,15 @@
 import type { LoraWeights } from "../model/lora.ts";
 import { shuffled } from "../data/random.ts";
 import { aggregationWeights, planMicroBatches } from "./batch.ts";
-import { clipGradNorm, type OptimizerState, optimizerStep, scheduledLr } from "./optimizer.ts";
+import { clipGradNorm, type OptimizerState, optimizerStep } from "./optimizer.ts";
 import { accumulate, type PreparedBatch, stepRow, type Sums } from "./passes.ts";
-import type { PpoMetrics, PpoSettings, StepMetrics, StepSettings } from "./step_types.ts";
+import {
+  type PpoMetrics,
+  type PpoSettings,
+  stepLr,
+  type StepMetrics,
+  type StepSettings,
+} from "./step_types.ts";
 import type { Trainer } from "./trainer.ts";
 import type { ValueState } from "./value_checkpoint.ts";
 
@@ -53,7 +59,7 @@ export async function ppoTrain(
       if (s.ppo.targetKl !== null && approxKl > 1.5 * s.ppo.targetKl) return rows; // early stop
       const gradNorm = clipGradNorm(sums.grads, s.optimizer.max_grad_norm);
       const valueGradNorm = clipGradNorm(sums.valueGrads!, s.optimizer.max_grad_norm);
-      const lr = scheduledLr(s.optimizer.lr, state.step + 1, s.totalSteps, s.schedule);
+      const lr = stepLr(s, state.step + 1);
       optimizerStep(params, sums.grads, state, s.optimizer, lr);
       optimizerStep(
         value.weights,

@@ -14,11 +14,11 @@
 import type { LoraWeights } from "../model/lora.ts";
 import { shuffled } from "../data/random.ts";
 import { planMicroBatches, type TrainEpisode } from "./batch.ts";
-import { clipGradNorm, type OptimizerState, optimizerStep, scheduledLr } from "./optimizer.ts";
+import { clipGradNorm, type OptimizerState, optimizerStep } from "./optimizer.ts";
 import type { Trainer } from "./trainer.ts";
 import { accumulate, prepareBatch, stepRow } from "./passes.ts";
 import { ppoTrain } from "./ppo_step.ts";
-import type { StepMetrics, StepSettings } from "./step_types.ts";
+import { stepLr, type StepMetrics, type StepSettings } from "./step_types.ts";
 import type { ValueState } from "./value_checkpoint.ts";
 
 export { accumulate } from "./passes.ts";
@@ -48,7 +48,7 @@ export async function trainOnBatch(
     const order = shuffled(batches, s.seed + state.step);
     const sums = await accumulate(trainer, order, params, s.scalars);
     const gradNorm = clipGradNorm(sums.grads, s.optimizer.max_grad_norm);
-    const lr = scheduledLr(s.optimizer.lr, state.step + 1, s.totalSteps, s.schedule);
+    const lr = stepLr(s, state.step + 1);
     optimizerStep(params, sums.grads, state, s.optimizer, lr);
     rows.push(stepRow(sums, { step: state.step, gradNorm, lr, started, mismatch: batch.mismatch }));
     s.onStep?.(rows[rows.length - 1]);

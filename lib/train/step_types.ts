@@ -6,7 +6,7 @@
  */
 
 import type { Aggregation } from "./batch.ts";
-import type { OptimizerConfig, ScheduleConfig } from "./optimizer.ts";
+import { type OptimizerConfig, type ScheduleConfig, scheduledLr } from "./optimizer.ts";
 import type { RolloutIs, RolloutIsStats } from "./rollout_is.ts";
 import type { LossScalars } from "./trainer.ts";
 
@@ -33,6 +33,11 @@ export interface StepSettings {
   schedule: ScheduleConfig;
   /** Optimizer steps of the whole run, for the schedule. */
   totalSteps: number;
+  /**
+   * A learning rate for every optimizer step of this call instead of the schedule's: for a caller that
+   * runs its own schedule one step per call (the demo's two-phase warm start, lib/demo/warm_start.ts).
+   */
+  lr?: number;
   scalars: LossScalars;
   /** Seed of the micro-batch order (and of PPO's minibatches). */
   seed: number;
@@ -76,4 +81,9 @@ export interface StepMetrics {
   rolloutIs?: RolloutIsStats;
   /** PPO's own metrics, for an algorithm with a value head. */
   ppo?: PpoMetrics;
+}
+
+/** The learning rate of optimizer step `step` (1-based): `s.lr` where given, else the schedule's. */
+export function stepLr(s: StepSettings, step: number): number {
+  return s.lr ?? scheduledLr(s.optimizer.lr, step, s.totalSteps, s.schedule);
 }

@@ -18,6 +18,7 @@ import {
   validateConfig,
 } from "../../lib/config/mod.ts";
 import { isField, type Section } from "../../lib/config/fields.ts";
+import { demoSettings } from "../../lib/demo/settings.ts";
 
 /** Runs `body`, expects a one-line `UserError`, and checks its message holds every fragment. */
 function expectUserError(body: () => unknown, ...fragments: string[]): string {
@@ -299,4 +300,43 @@ Deno.test("the Config type follows the schema", () => {
     config.train.loss.aggregation;
   const weight: number | undefined = config.score.rewards.code_exec;
   assert.deepEqual([r, adapter, aggregation, weight], [16, null, "token_mean", undefined]);
+});
+
+Deno.test("the demo section, the calculator's operation limit and the task order are checked like every key", async () => {
+  expectUserError(
+    () => validateConfig({ demo: { modle: {} } }),
+    "unknown key demo.modle",
+    "did you mean model?",
+  );
+  expectUserError(() => validateWith("demo.model.hidden", 4), "demo.model.hidden (got 4)", "[8, 8192]");
+  expectUserError(() => validateWith("demo.model.seed", -1), "demo.model.seed (got -1)");
+  expectUserError(
+    () => validateWith("demo.warm_start.direct_fraction", 1),
+    "direct_fraction (got 1)",
+    "[0, 1)",
+  );
+  expectUserError(() => validateWith("demo.warm_start.copy_accuracy", 1.5), "copy_accuracy (got 1.5)");
+  expectUserError(() => validateWith("demo.warm_start.lr", 0), "demo.warm_start.lr (got 0)", "(0, 1]");
+  expectUserError(() => validateWith("demo.warm_start.probe_every", "often"), "probe_every", "an integer");
+  expectUserError(() => validateWith("demo.model.kv_heads", 3), "demo.model.kv_heads (got 3)", "multiple");
+  expectUserError(
+    () => validateWith("demo.model.head_dim", 40),
+    "demo.model.head_dim (got 40)",
+    "multiple of 16",
+  );
+  expectUserError(
+    () => validateWith("rollout.tools.calculator.max_operations", 0),
+    "rollout.tools.calculator.max_operations (got 0)",
+  );
+  expectUserError(
+    () => validateWith("data.arithmetic.order", "ltr"),
+    "data.arithmetic.order",
+    "left_to_right",
+  );
+  // A seed left null follows train.seed; set, it is kept.
+  const { config } = await loadConfig({
+    overrides: [["train.seed", "5"], ["demo.warm_start.seed", "9"]],
+  });
+  assert.equal(demoSettings(config).model.seed, 5);
+  assert.equal(demoSettings(config).warmStart.seed, 9);
 });

@@ -1,44 +1,112 @@
 /**
- * The demo's wiring (stages/demo.ts) on a shortened schedule: it builds the pruned-vocabulary model,
- * warm-starts it, runs GRPO steps of the loop from that adapter, and reads held-out accuracy and tool use
- * before and after from the run's own eval files; a second demo replaces the first's outputs. (Whether the
- * full demo learns is measured by running it: README and BENCH.md give the numbers.)
+ * The demo's wiring (lib/demo/run.ts) on a shortened schedule and a tiny model: it builds the model,
+ * warm-starts it (probes included), runs GRPO steps of the loop from that adapter, and reports held-out
+ * accuracy, calculator use and successful calls before and after. The figures it reports are checked
+ * against a fresh evaluation of the adapters themselves (the warm start's and the last step's) on the
+ * held-out tasks — not against the files the demo read — so a summary taken from the wrong step, the
+ * wrong column or the wrong adapter fails. Whether the full demo learns is measured by running it
+ * (`deno task bench --only demo_seeds`; BENCH.md).
  */
 
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { loadConfig } from "../../lib/config/mod.ts";
-import { DEMO_SETTINGS } from "../../lib/demo/settings.ts";
-import { readStageFile } from "../../lib/arrow/read.ts";
-import { demo, DEMO_CONFIG } from "../../stages/demo.ts";
+import { demoPoint, readDemoSummary, readWarmStartRecord, summaryLines } from "../../lib/demo/result.ts";
+import type { DemoPoint } from "../../lib/demo/result.ts";
+import { demo } from "../../lib/demo/run.ts";
+import { writeStageFile } from "../../lib/arrow/write.ts";
+import { evaluate, openSession } from "../../lib/pipeline/mod.ts";
+import { RunLayout } from "../../lib/run/layout.ts";
+import type { Config } from "../../lib/config/schema.ts";
+import { evalColumns, SAMPLE_META } from "../fixtures/arrow_samples.ts";
 
-Deno.test("the demo builds, warm-starts, runs GRPO and reports before and after from its eval files", async () => {
+const DEMO_CONFIG = new URL("../../configs/demo.yaml", import.meta.url).pathname;
+
+/** Held-out accuracy, calculator use and successful calls of `adapter`, evaluated afresh. */
+async function evaluateAdapter(config: Config, hash: string, adapter: string, step: number) {
+  const session = openSession(config, hash, { adapter, showProgress: false });
+  try {
+    const { summary, table } = await evaluate(session, { step });
+    const ok = Array.from(table.getChild("tool_calls_ok")!.toArray() as Int16Array);
+    return {
+      accuracy: summary.accuracy,
+      toolUse: summary.tool_use_rate,
+      callsOk: ok.reduce((a, b) => a + b, 0) / ok.length,
+      episodes: summary.episodes,
+    };
+  } finally {
+    await session.close();
+  }
+}
+
+function figures(p: DemoPoint) {
+  return { accuracy: p.accuracy, toolUse: p.toolUse, callsOk: p.callsOk, episodes: p.episodes };
+}
+
+Deno.test("the demo reports the figures of its warm-start and final adapters, and its seed", async () => {
   const dir = await Deno.makeTempDir({ prefix: "demo-" });
   const { config, hash } = await loadConfig({
     file: DEMO_CONFIG,
     overrides: [
       ["model.path", join(dir, "model")],
       ["loop.run_dir", join(dir, "run")],
-      ["loop.steps", "1"],
-      ["loop.eval_every", "1"],
+      ["loop.steps", "2"],
+      ["loop.eval_every", "2"],
       ["eval.num_tasks", "8"],
-      ["data.arithmetic.num_tasks", "40"],
+      ["data.arithmetic.num_tasks", "48"],
       ["rollout.tasks_per_step", "2"],
       ["rollout.group_size", "2"],
+      ["train.seed", "7"],
+      ["rollout.generation.seed", "4"],
+      ["demo.model.layers", "1"],
+      ["demo.model.hidden", "64"],
+      ["demo.model.heads", "4"],
+      ["demo.model.kv_heads", "2"],
+      ["demo.model.head_dim", "16"],
+      ["demo.model.intermediate", "64"],
+      ["demo.warm_start.traces", "16"],
+      ["demo.warm_start.copy_max_steps", "80"],
+      ["demo.warm_start.probe_every", "40"],
+      ["demo.warm_start.probe_tasks", "4"],
+      ["demo.warm_start.mix_steps", "2"],
+      ["demo.warm_start.warmup_steps", "0"],
+      ["demo.warm_start.lr", "0.03"],
     ],
   });
-  const short = {
-    ...DEMO_SETTINGS,
-    warmStart: { ...DEMO_SETTINGS.warmStart, traces: 8, steps: 2, tracesPerStep: 4 },
-  };
   for (let run = 0; run < 2; run++) { // the second replaces the first's model and run
-    const r = await demo(config, hash, short);
+    const r = await demo(config, hash);
     assert.equal(r.before.step, 0);
-    assert.equal(r.after.step, 1);
-    assert.equal(r.before.episodes, 8);
-    const after = await readStageFile(join(dir, "run", "eval", "step-0001.arrow"), "eval");
-    const correct = after.column("correct") as boolean[];
-    assert.equal(r.after.accuracy, correct.filter(Boolean).length / correct.length);
+    assert.equal(r.after.step, 2);
+    const layout = new RunLayout(config.loop.run_dir);
+    assert.deepEqual(
+      figures(r.before),
+      await evaluateAdapter(config, hash, join(dir, "run", "warm", "adapter"), 0),
+    );
+    assert.deepEqual(figures(r.after), await evaluateAdapter(config, hash, layout.adapter(2), 2));
+    assert.deepEqual(r.warmStart.seeds, { train: 7, rollout: 4, model: 7, warmStart: 7 });
+    assert.deepEqual(await readWarmStartRecord(config.loop.run_dir), r.warmStart);
+    assert.deepEqual(await readDemoSummary(config.loop.run_dir), r);
+    assert.ok(r.cpuSeconds > 0 && r.seconds > 0);
+    assert.equal(r.warmStart.copySteps, 80);
+    assert.deepEqual(r.warmStart.probes.map((p) => p.step), [40, 80, 82]);
+    const lines = summaryLines({ train: 7, rollout: 4 }, r);
+    assert.match(lines[0], /^seed 7 \(train\.seed; rollout\.generation\.seed 4\)$/);
+    assert.ok(lines[1].includes(`${(100 * r.before.accuracy).toFixed(1)}% after the warm start`), lines[1]);
     assert.ok((await Deno.stat(r.report)).isFile);
   }
+});
+
+Deno.test("demoPoint reads held-out accuracy, calculator use and successful calls from an eval file", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "demo-point-" });
+  const columns = evalColumns(12); // correct on odd rows; i % 3 successful calls, used_tool when > 0
+  await Deno.mkdir(join(dir, "eval"));
+  await writeStageFile(new RunLayout(dir).eval(3), "eval", columns, SAMPLE_META);
+  assert.deepEqual(await demoPoint(dir, 3), {
+    step: 3,
+    accuracy: 0.5,
+    toolUse: 8 / 12,
+    callsOk: 1,
+    episodes: 12,
+  });
+  await assert.rejects(() => demoPoint(dir, 0)); // no eval file of step 0
 });

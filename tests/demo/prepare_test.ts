@@ -3,7 +3,8 @@
  * special ids), the teacher's traces through the real rollout (calculator calls with the task's
  * expression, the tool's exact result, direct wrong answers in the planned share), the warm-start
  * batch's loss mask (assistant turns only, never the tool response), the held-out split, and the warm
- * start itself (in one process; its checkpoint starts GRPO with a fresh optimizer state).
+ * start itself (in one process, with its probes and the copy phase's stopping rule; its checkpoint starts
+ * GRPO with a fresh optimizer state).
  */
 
 import assert from "node:assert/strict";
@@ -13,13 +14,25 @@ import { loadConfig } from "../../lib/config/mod.ts";
 import { generateArithmeticTasks } from "../../lib/data/arithmetic.ts";
 import { splitHeldOut } from "../../lib/rollout/tasks.ts";
 import { buildDemoModel } from "../../lib/demo/model.ts";
-import { DEMO_SETTINGS } from "../../lib/demo/settings.ts";
-import { tracePlans, warmStart, warmStartConfig, writeWarmStartBatch } from "../../lib/demo/warm_start.ts";
+import { demoSettings } from "../../lib/demo/settings.ts";
+import { defaultConfig } from "../../lib/config/validate.ts";
+import {
+  copyLr,
+  mixLr,
+  tracePlans,
+  warmStart,
+  warmStartConfig,
+  writeWarmStartBatch,
+} from "../../lib/demo/warm_start.ts";
 import { openSession } from "../../lib/pipeline/mod.ts";
+import type { WarmStartSettings } from "../../lib/demo/settings.ts";
+import type { Config } from "../../lib/config/schema.ts";
 import { openModelDir } from "../../lib/model/model_dir.ts";
 import { loadCheckpoint } from "../../lib/train/checkpoint.ts";
 import { loadTokenizer } from "../../lib/model/tokenizer.ts";
 import { loadTools, toolSpecs } from "../../lib/tools/registry.ts";
+
+const DEMO = demoSettings(defaultConfig());
 
 const tasks = generateArithmeticTasks({
   numTasks: 24,
@@ -34,7 +47,7 @@ async function setup() {
   const tools = await loadTools(config.rollout.tools);
   const root = await Deno.makeTempDir();
   const model = join(root, "model");
-  const built = await buildDemoModel(model, { ...DEMO_SETTINGS.model, layers: 1, hidden: 32, headDim: 8 }, {
+  const built = await buildDemoModel(model, { ...DEMO.model, layers: 1, hidden: 32, headDim: 16 }, {
     tasks,
     systemPrompt: config.data.system_prompt,
     tools: toolSpecs([...tools.values()]),
@@ -50,9 +63,7 @@ Deno.test("buildDemoModel writes a Qwen3 whose vocabulary is the pruned tokenize
   assert.ok(built.vocab < 1000, `vocab ${built.vocab}`);
   assert.equal(config.eos_token_id, tokenizer.eosTokenId);
   assert.equal(config.bos_token_id, tokenizer.special.endOfText);
-  await assert.rejects(() =>
-    buildDemoModel(model, DEMO_SETTINGS.model, { tasks, systemPrompt: null, tools: [] })
-  );
+  await assert.rejects(() => buildDemoModel(model, DEMO.model, { tasks, systemPrompt: null, tools: [] }));
 });
 
 Deno.test("tracePlans answers directly in about the planned share, with wrong numbers", () => {
@@ -63,7 +74,7 @@ Deno.test("tracePlans answers directly in about the planned share, with wrong nu
     maxOperands: 2,
     maxValue: 99,
   });
-  const plans = tracePlans(many, { ...DEMO_SETTINGS.warmStart, directFraction: 0.4 });
+  const plans = tracePlans(many, { ...DEMO.warmStart, directFraction: 0.4 });
   const direct = many.filter((t) => plans.get(t.id)!.kind === "direct");
   assert.ok(Math.abs(direct.length / many.length - 0.4) < 0.07, `${direct.length} direct`);
   for (const t of direct) {
@@ -74,7 +85,7 @@ Deno.test("tracePlans answers directly in about the planned share, with wrong nu
 
 Deno.test("warm-start traces call the calculator with the task's expression and train on assistant turns only", async () => {
   const { config, hash, root, tokenizer } = await setup();
-  const settings = { ...DEMO_SETTINGS.warmStart, traces: 24, tracesPerStep: 16, directFraction: 0.5 };
+  const settings = { ...DEMO.warmStart, traces: 24, tracesPerStep: 16, directFraction: 0.5 };
   const plans = tracePlans(tasks, settings);
   const session = openSession(warmStartConfig(config, settings), hash, { showProgress: false });
   const paths = [await writeWarmStartBatch({ session, tasks, settings, dir: root })];
@@ -113,27 +124,65 @@ Deno.test("splitHeldOut holds out the last tasks and refuses a split that leaves
   assert.throws(() => splitHeldOut(tasks, 24), /held out/);
 });
 
-Deno.test("warmStart trains in one process, lowers the loss, and saves an adapter with a fresh optimizer", async () => {
-  const { config, hash, root, model } = await setup();
-  const settings = {
-    ...DEMO_SETTINGS.warmStart,
-    traces: 16,
-    tracesPerStep: 4,
-    steps: 8,
-    toolOnlySteps: 4,
-    lr: 2e-2,
-    warmupSteps: 0,
-  };
-  const steps: number[] = [];
+/** Runs the warm start in its own session, as prepareDemo does; checks it trained through that session. */
+async function warmStartIn(
+  config: Config,
+  hash: string,
+  settings: WarmStartSettings,
+  root: string,
+  onEvent?: Parameters<typeof warmStart>[1],
+) {
   const session = openSession(warmStartConfig(config, settings), hash, {
     adapter: null,
     showProgress: false,
   });
-  const result = await warmStart({ session, tasks, settings, dir: root }, (step) => steps.push(step));
-  assert.equal(session.trainerOpen, true, "the warm start trains through the session's trainer");
-  await session.close();
-  assert.deepEqual(steps, [1, 2, 3, 4, 5, 6, 7, 8]);
+  try {
+    const result = await warmStart({ session, tasks, settings, dir: root }, onEvent);
+    assert.equal(session.trainerOpen, true, "the warm start trains through the session's trainer");
+    return result;
+  } finally {
+    await session.close();
+  }
+}
+
+Deno.test("warmStart trains in one process, probes, lowers the loss, and saves an adapter with a fresh optimizer", async () => {
+  const { config, hash, root, model } = await setup();
+  const settings = {
+    ...DEMO.warmStart,
+    traces: 16,
+    tracesPerStep: 4,
+    copyMaxSteps: 4,
+    copyAccuracy: 1, // a random model never reaches it: the copy phase runs all its steps
+    probeEvery: 2,
+    probeTasks: 4,
+    mixSteps: 4,
+    lr: 2e-2,
+    warmupSteps: 0,
+  };
+  const events: string[] = [];
+  const result = await warmStartIn(
+    config,
+    hash,
+    settings,
+    root,
+    (e) => events.push(e.kind === "step" ? `${e.phase} ${e.step}` : `probe ${e.probe.step}`),
+  );
+  assert.deepEqual(events, [
+    "copy 1",
+    "copy 2",
+    "probe 2",
+    "copy 3",
+    "copy 4",
+    "probe 4",
+    "mix 5",
+    "mix 6",
+    "mix 7",
+    "mix 8",
+    "probe 8",
+  ]);
+  assert.equal(result.copySteps, 4);
   assert.equal(result.metrics.length, 8);
+  assert.ok(result.probes.every((p) => p.accuracy >= 0 && p.accuracy <= 1 && p.toolUse <= 1));
   const first = result.metrics.slice(0, 2).reduce((a, m) => a + m.loss, 0);
   const last = result.metrics.slice(2, 4).reduce((a, m) => a + m.loss, 0);
   assert.ok(last < first, `loss ${first / 2} -> ${last / 2} on the calculator traces`);
@@ -141,4 +190,34 @@ Deno.test("warmStart trains in one process, lowers the loss, and saves an adapte
   const saved = await loadCheckpoint(result.out, (await openModelDir(model)).config, "adamw");
   assert.equal(saved.optimizer.step, 0, "GRPO starts with its own optimizer state");
   assert.ok([...saved.adapter.weights.values()].some((w) => w.some((x) => x !== 0)));
+});
+
+Deno.test("the copy phase ends at the first probe that reaches copy_accuracy", async () => {
+  const { config, hash, root } = await setup();
+  const settings = {
+    ...DEMO.warmStart,
+    traces: 8,
+    tracesPerStep: 4,
+    copyMaxSteps: 6,
+    copyAccuracy: 0, // any probe reaches it
+    probeEvery: 2,
+    probeTasks: 2,
+    mixSteps: 1,
+  };
+  const result = await warmStartIn(config, hash, settings, root);
+  assert.equal(result.copySteps, 2);
+  assert.deepEqual(result.probes.map((p) => p.step), [2, 3]);
+  assert.equal(result.metrics.length, 3);
+});
+
+Deno.test("the warm start's learning rate: warm-up, a cosine over the copy phase, then on to a tenth", () => {
+  const s = { ...DEMO.warmStart, lr: 0.01, warmupSteps: 10, copyMaxSteps: 110, mixSteps: 5 };
+  assert.equal(copyLr(s, 5), 0.005);
+  assert.equal(copyLr(s, 10), 0.01);
+  assert.ok(Math.abs(copyLr(s, 60) - 0.0055) < 1e-12);
+  assert.ok(Math.abs(copyLr(s, 110) - 0.001) < 1e-12);
+  assert.ok(Math.abs(copyLr(s, 5000) - 0.001) < 1e-12);
+  assert.equal(mixLr(s, 0, 0.0055), 0.0055);
+  assert.ok(Math.abs(mixLr(s, 2, 0.0055) - 0.00325) < 1e-12);
+  assert.ok(Math.abs(mixLr(s, 4, 0.0055) - 0.001) < 1e-12);
 });

@@ -1,7 +1,18 @@
-/** The calculator: precedence, exact integers, and one documented error for each kind of bad input. */
+/**
+ * The calculator: precedence, exact integers, one documented error for each kind of bad input, and the
+ * per-call limit on operations (`rollout.tools.calculator.max_operations`).
+ */
 import assert from "node:assert/strict";
 import { generateArithmeticTasks } from "../../lib/data/arithmetic.ts";
-import { CalculatorError, calculatorTool, evaluate, formatNumber } from "../../lib/tools/calculator.ts";
+import {
+  CalculatorError,
+  calculatorTool,
+  evaluate,
+  formatNumber,
+  makeCalculatorTool,
+} from "../../lib/tools/calculator.ts";
+import { loadTools } from "../../lib/tools/registry.ts";
+import { defaultConfig } from "../../lib/config/validate.ts";
 import type { ToolContext, ToolResult } from "../../lib/tools/types.ts";
 
 function calc(expression: string): string {
@@ -107,4 +118,42 @@ Deno.test("the tool returns the value, or a tool_error with the message", async 
   assert.deepEqual(await calculatorTool.run({ expression: "6*7" }, ctx), { status: "ok", output: "42" });
   const bad = await calculatorTool.run({ expression: "1/0" }, ctx) as ToolResult;
   assert.deepEqual(bad, { status: "tool_error", output: "Error: result is not finite: division by zero" });
+});
+
+Deno.test("max_operations: one operation per call runs, a second is refused with a tool_error the model can read", async () => {
+  const ctx = {} as ToolContext;
+  const one = makeCalculatorTool({ maxOperations: 1 });
+  // Signs of numbers and parentheses are not operations: an earlier negative result can be fed back.
+  for (
+    const [expression, value] of [["7 * 5", "35"], ["-4 * 5", "-20"], ["3 - -5", "8"], ["(12) / 4", "3"]]
+  ) {
+    assert.deepEqual(await one.run({ expression }, ctx), { status: "ok", output: value }, expression);
+  }
+  const refused = await one.run({ expression: "(7 - 3) * 5" }, ctx) as ToolResult;
+  assert.equal(refused.status, "tool_error");
+  assert.equal(
+    refused.output,
+    "Error: the expression holds 2 operations; this calculator does one operation per call: " +
+      "compute one step, then use its result in the next call",
+  );
+  const two = makeCalculatorTool({ maxOperations: 2 });
+  assert.deepEqual(await two.run({ expression: "(7 - 3) * 5" }, ctx), { status: "ok", output: "20" });
+  assert.match(
+    (await two.run({ expression: "2 ^ 2 ^ 2 - 1" }, ctx) as ToolResult).output,
+    /holds 3 operations/,
+  );
+  assert.match(one.description, /one arithmetic operation/);
+  // A syntax error is still reported as such, not as a count.
+  assert.match((await one.run({ expression: "2 +" }, ctx) as ToolResult).output, /ends too early/);
+});
+
+Deno.test("max_operations comes from rollout.tools.calculator; null keeps the calculator unlimited", async () => {
+  const ctx = {} as ToolContext;
+  const config = defaultConfig();
+  const unlimited = (await loadTools(config.rollout.tools)).get("calculator")!;
+  assert.deepEqual(await unlimited.run({ expression: "1 + 2 * 3 - 4" }, ctx), { status: "ok", output: "3" });
+  const limited = (await loadTools({ ...config.rollout.tools, calculator: { max_operations: 1 } }))
+    .get("calculator")!;
+  assert.equal((await limited.run({ expression: "1 + 2 * 3" }, ctx) as ToolResult).status, "tool_error");
+  assert.deepEqual(await limited.run({ expression: "2 * 3" }, ctx), { status: "ok", output: "6" });
 });

@@ -2,6 +2,7 @@
 import { EXECUTION_PROVIDERS } from "../../ort/providers.ts";
 import { COMPUTE_DTYPES } from "../../model/graph/forms.ts";
 import { bool, choice, int, str } from "../fields.ts";
+import { ARITHMETIC_ORDERS } from "../../data/arithmetic.ts";
 
 export const DATA_SOURCES = ["gsm8k", "mbpp", "mbpp_sanitized", "arithmetic", "jsonl", "parquet"] as const;
 
@@ -96,6 +97,11 @@ export const data = {
       min: 2,
       max: 1_000_000,
       doc: "largest operand (operands are integers from 1; large enough that the calculator pays off)",
+    }),
+    order: choice({
+      choices: ARITHMETIC_ORDERS,
+      default: "precedence",
+      doc: "precedence (* and / first) | left_to_right (parenthesized: (a op b) op c, one step at a time)",
     }),
   },
 };

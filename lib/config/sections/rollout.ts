@@ -95,6 +95,15 @@ const tools = {
     default: false,
     doc: "must be true to run model-written code with sandbox none (it runs as you)",
   }),
+  calculator: {
+    max_operations: int({
+      default: null,
+      nullable: true,
+      min: 1,
+      max: 1000,
+      doc: "binary operations (+ - * / ^) one calculator call may hold; more get a tool_error; null = any",
+    }),
+  },
 };
 
 export const ENVIRONMENTS = ["tools", "scripted", "module"] as const;

@@ -86,4 +86,15 @@ export const bench = {
     minOpen: true,
     doc: "--only gpu: the GPU's dense peak for gpu_compute, for MFU; null = from the GPU's name where known",
   }),
+  demo_config: str({
+    default: "configs/demo.yaml",
+    doc: "--only demo_seeds: the demo configuration to run (relative to the repository root)",
+  }),
+  demo_seeds: listOf<number>({
+    item: { kind: "int", min: 0 },
+    default: [1, 2, 3, 4, 5],
+    minItems: 1,
+    unique: true,
+    doc: "--only demo_seeds: the seeds (train.seed and rollout.generation.seed) to run the demo with",
+  }),
 };

@@ -1,0 +1,143 @@
+/**
+ * `deno task bench --only demo_seeds`: whether the demo learns on every seed. Runs `deno task demo` (the
+ * config `bench.demo_config`, default configs/demo.yaml) once per seed of `bench.demo_seeds` (1–5), each
+ * in its own process, one after the other, with `train.seed` and `rollout.generation.seed` set to the seed
+ * (the model's weights and the warm start follow `train.seed`: docs/demo.md). Each run's outputs go to
+ * runs/bench/demo_seeds/<config>/seed-N/ (its log beside them); its figures are read back from its run
+ * directory (`demo.json`). The table: held-out greedy accuracy, calculator use and successful calls per
+ * episode before and after GRPO, the gain, the warm start's copy steps, wall and CPU minutes, and the
+ * machine's load (1-minute average) when the run started and ended; then the mean and the worst gain.
+ *
+ * @module
+ */
+
+import { basename, join, resolve } from "node:path";
+import { type DemoPoint, readDemoSummary } from "../lib/demo/result.ts";
+
+const ROOT = resolve(new URL("..", import.meta.url).pathname);
+
+/** One seed's run. */
+export interface DemoSeedRow {
+  seed: number;
+  before?: DemoPoint;
+  after?: DemoPoint;
+  /** Points of held-out accuracy GRPO added (after − before). */
+  gain?: number;
+  copySteps?: number;
+  /** Wall-clock minutes of the run (the demo process, from start to exit). */
+  minutes: number;
+  /** CPU minutes of the demo's process, all threads. */
+  cpuMinutes?: number;
+  /** /proc/loadavg's 1-minute average when the run started and when it ended. */
+  load: [number, number];
+  error?: string;
+}
+
+/** The 1-minute load average, or NaN where /proc is not there. */
+async function loadAverage(): Promise<number> {
+  const text = await Deno.readTextFile("/proc/loadavg").catch(() => "");
+  return Number(text.split(" ")[0] || NaN);
+}
+
+/** Runs the demo of `config` with `seed`; its outputs and log under `dir`. */
+async function runSeed(config: string, seed: number, dir: string): Promise<DemoSeedRow> {
+  await Deno.mkdir(dir, { recursive: true });
+  const log = await Deno.open(join(dir, "demo.log"), { write: true, create: true, truncate: true });
+  const runDir = join(dir, "run");
+  const started = performance.now();
+  const loadStart = await loadAverage();
+  const child = new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      "-A",
+      join(ROOT, "stages", "demo.ts"),
+      `--config=${config}`,
+      `--train.seed=${seed}`,
+      `--rollout.generation.seed=${seed}`,
+      `--model.path=${join(dir, "model")}`,
+      `--loop.run_dir=${runDir}`,
+    ],
+    cwd: ROOT,
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  const copy = async (stream: ReadableStream<Uint8Array>) => {
+    for await (let chunk of stream) {
+      while (chunk.length > 0) chunk = chunk.subarray(await log.write(chunk));
+    }
+  };
+  await Promise.all([copy(child.stdout), copy(child.stderr)]);
+  log.close();
+  const status = await child.status;
+  const minutes = (performance.now() - started) / 60000;
+  const load: [number, number] = [loadStart, await loadAverage()];
+  if (!status.success) {
+    return { seed, minutes, load, error: `exit ${status.code}; see ${join(dir, "demo.log")}` };
+  }
+  const r = await readDemoSummary(runDir);
+  const gain = 100 * (r.after.accuracy - r.before.accuracy);
+  const cpuMinutes = r.cpuSeconds / 60;
+  return {
+    seed,
+    before: r.before,
+    after: r.after,
+    gain,
+    copySteps: r.warmStart.copySteps,
+    minutes,
+    cpuMinutes,
+    load,
+  };
+}
+
+/** The demo for each seed, one after the other; a failed run is a row with its error. */
+export async function runDemoSeeds(config: string, seeds: readonly number[], out: string) {
+  const path = resolve(ROOT, config);
+  const rows: DemoSeedRow[] = [];
+  for (const seed of seeds) {
+    console.error(`demo_seeds: ${config}, seed ${seed} …`);
+    const dir = join(out, "demo_seeds", basename(path).replace(/\.ya?ml$/, ""), `seed-${seed}`);
+    rows.push(await runSeed(path, seed, dir));
+    const r = rows.at(-1)!;
+    console.error(
+      r.error ?? `demo_seeds: seed ${seed}: ${pointText(r.before!, r.after!)} in ${r.minutes.toFixed(1)} min`,
+    );
+  }
+  return { config, seeds, rows };
+}
+
+const pct = (x: number) => `${(100 * x).toFixed(1)}%`;
+
+function pointText(before: DemoPoint, after: DemoPoint): string {
+  return `accuracy ${pct(before.accuracy)} -> ${pct(after.accuracy)}`;
+}
+
+/** Markdown: one row per seed, then the mean and the worst gain. */
+export function demoSeedsTable(r: { config: string; rows: DemoSeedRow[] }): string[] {
+  const ok = r.rows.filter((row) => row.gain !== undefined);
+  const gains = ok.map((row) => row.gain!);
+  const mean = gains.reduce((a, b) => a + b, 0) / Math.max(gains.length, 1);
+  const lines = [
+    `### The demo on every seed (${r.config})`,
+    "",
+    "| seed | held-out accuracy before → after | gain (points) | calculator use before → after | successful calls / episode before → after | copy steps | minutes | CPU minutes | load (start, end) |",
+    "| ---: | --- | ---: | --- | --- | ---: | ---: | ---: | --- |",
+    ...r.rows.map((row) => {
+      const load = row.load.map((x) => x.toFixed(1)).join(", ");
+      if (row.error) {
+        return `| ${row.seed} | failed: ${row.error} | | | | | ${row.minutes.toFixed(1)} | ${load} |`;
+      }
+      const [b, a] = [row.before!, row.after!];
+      return `| ${row.seed} | ${pct(b.accuracy)} → ${pct(a.accuracy)} | ${signed(row.gain!)} | ` +
+        `${pct(b.toolUse)} → ${pct(a.toolUse)} | ${b.callsOk.toFixed(2)} → ${a.callsOk.toFixed(2)} | ` +
+        `${row.copySteps} | ${row.minutes.toFixed(1)} | ${row.cpuMinutes!.toFixed(1)} | ${load} |`;
+    }),
+    "",
+    `Mean gain ${signed(mean)} points; worst ${gains.length ? signed(Math.min(...gains)) : "–"} points ` +
+    `(${ok.length} of ${r.rows.length} runs finished).`,
+  ];
+  return lines;
+}
+
+function signed(x: number): string {
+  return `${x >= 0 ? "+" : ""}${x.toFixed(1)}`;
+}

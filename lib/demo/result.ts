@@ -1,0 +1,114 @@
+/**
+ * What a demo run measured, read back from its run directory: held-out accuracy, tool use and successful
+ * calculator calls per episode from the loop's eval files (`eval/step-NNNN.arrow`), and the warm start's
+ * own record (`warm/warm_start.json`: its seeds, phases and probes). `deno task demo` prints these and
+ * writes them with its times to `demo.json`, which `deno task bench --only demo_seeds` reads after each
+ * seed's run.
+ *
+ * @module
+ */
+
+import { join } from "node:path";
+import { readStageFile } from "../arrow/read.ts";
+import { writeTextAtomic } from "../fs/atomic.ts";
+import { RunLayout } from "../run/layout.ts";
+import type { ProbeResult } from "./probe.ts";
+
+/** Held-out accuracy, tool use and successful calls per episode at one evaluation. */
+export interface DemoPoint {
+  step: number;
+  accuracy: number;
+  toolUse: number;
+  /** Calculator calls that ran without error, per episode. */
+  callsOk: number;
+  episodes: number;
+}
+
+/** The warm start's record, written to `<run_dir>/warm/warm_start.json`. */
+export interface WarmStartRecord {
+  /** train.seed and rollout.generation.seed of the run. */
+  seeds: { train: number; rollout: number; model: number; warmStart: number };
+  copySteps: number;
+  mixSteps: number;
+  /** Every probe: greedy answers on unseen training tasks, after `step` steps. */
+  probes: ProbeResult[];
+  modelSeconds: number;
+  warmStartSeconds: number;
+}
+
+/** The record's path in a demo's run directory. */
+export function warmStartRecordPath(runDir: string): string {
+  return join(runDir, "warm", "warm_start.json");
+}
+
+export async function writeWarmStartRecord(runDir: string, record: WarmStartRecord): Promise<void> {
+  await writeTextAtomic(warmStartRecordPath(runDir), JSON.stringify(record, null, 2) + "\n");
+}
+
+export async function readWarmStartRecord(runDir: string): Promise<WarmStartRecord> {
+  return JSON.parse(await Deno.readTextFile(warmStartRecordPath(runDir)));
+}
+
+/** Held-out accuracy, tool use and successful calls from the run's eval file of `step`. */
+export async function demoPoint(runDir: string, step: number): Promise<DemoPoint> {
+  const file = await readStageFile(new RunLayout(runDir).eval(step), "eval");
+  const rows = Math.max(file.rows, 1);
+  const share = (name: string) => (file.column(name) as boolean[]).filter(Boolean).length / rows;
+  const ok = file.column("tool_calls_ok") as number[];
+  return {
+    step,
+    accuracy: share("correct"),
+    toolUse: share("used_tool"),
+    callsOk: ok.reduce((a, b) => a + Number(b), 0) / rows,
+    episodes: file.rows,
+  };
+}
+
+/** What the demo measured: the evaluation after the warm start (step 0) and after GRPO, and its times. */
+export interface DemoSummary {
+  before: DemoPoint;
+  after: DemoPoint;
+  warmStart: WarmStartRecord;
+  report: string;
+  /** Wall-clock seconds of the whole demo. */
+  seconds: number;
+  /** CPU seconds of the demo's process (every thread: user + system). */
+  cpuSeconds: number;
+}
+
+/** The summary's path in a demo's run directory. */
+export function demoSummaryPath(runDir: string): string {
+  return join(runDir, "demo.json");
+}
+
+export async function writeDemoSummary(runDir: string, summary: DemoSummary): Promise<void> {
+  await writeTextAtomic(demoSummaryPath(runDir), JSON.stringify(summary, null, 2) + "\n");
+}
+
+export async function readDemoSummary(runDir: string): Promise<DemoSummary> {
+  return JSON.parse(await Deno.readTextFile(demoSummaryPath(runDir)));
+}
+
+/** The demo's closing lines: seed, held-out accuracy, calculator use and calls before and after GRPO. */
+export function summaryLines(
+  seeds: { train: number; rollout: number },
+  r: DemoSummary,
+): string[] {
+  const pct = (x: number) => `${(100 * x).toFixed(1)}%`;
+  const both = (f: (p: DemoPoint) => string) => `${f(r.before)} -> ${f(r.after)}`;
+  const gain = 100 * (r.after.accuracy - r.before.accuracy);
+  return [
+    `seed ${seeds.train} (train.seed; rollout.generation.seed ${seeds.rollout})`,
+    `held-out accuracy (${r.after.episodes} problems, greedy): ${
+      pct(r.before.accuracy)
+    } after the warm start ` +
+    `-> ${pct(r.after.accuracy)} after ${r.after.step} GRPO steps (${gain >= 0 ? "+" : ""}${
+      gain.toFixed(1)
+    } points)`,
+    `calculator use: ${both((p) => pct(p.toolUse))}; successful calls per episode: ` +
+    both((p) => p.callsOk.toFixed(2)),
+    `report: ${r.report} (demo took ${(r.seconds / 60).toFixed(1)} min; CPU ${
+      (r.cpuSeconds / 60).toFixed(1)
+    } min)`,
+  ];
+}
