@@ -19,6 +19,7 @@
  * (`rollout.tools.calculator.max_operations: 1`), fed the previous result (`operationSteps`, steps.ts).
  */
 import { UserError } from "../errors.ts";
+import { ARITHMETIC_ORDERS, type ArithmeticOrder } from "../config/sections/model.ts";
 import { mulberry32, pick, randomInt, type Rng } from "./random.ts";
 import type { Task } from "./task.ts";
 
@@ -38,9 +39,7 @@ export interface ArithmeticOptions {
   order?: ArithmeticOrder;
 }
 
-/** How an expression is written and evaluated (see the module doc). */
-export const ARITHMETIC_ORDERS = ["precedence", "left_to_right"] as const;
-export type ArithmeticOrder = typeof ARITHMETIC_ORDERS[number];
+export { ARITHMETIC_ORDERS, type ArithmeticOrder };
 
 /** Products never exceed this magnitude, which keeps double-precision evaluation exact. */
 export const MAX_TERM = 1_000_000_000_000n;

@@ -2,7 +2,10 @@
 import { EXECUTION_PROVIDERS } from "../../ort/providers.ts";
 import { COMPUTE_DTYPES } from "../../model/graph/forms.ts";
 import { bool, choice, int, str } from "../fields.ts";
-import { ARITHMETIC_ORDERS } from "../../data/arithmetic.ts";
+
+/** How an arithmetic expression is written and evaluated (lib/data/arithmetic.ts). */
+export const ARITHMETIC_ORDERS = ["precedence", "left_to_right"] as const;
+export type ArithmeticOrder = typeof ARITHMETIC_ORDERS[number];
 
 export const DATA_SOURCES = ["gsm8k", "mbpp", "mbpp_sanitized", "arithmetic", "jsonl", "parquet"] as const;
 
