@@ -8,6 +8,7 @@
 // deno-lint-ignore-file no-explicit-any -- results are JSON from the benchmark processes
 
 import denoJson from "../deno.json" with { type: "json" };
+import type { RunResult as AlgorithmRun } from "./algorithms_bench.ts";
 
 /** One line each: CPU, cores, memory, OS, Deno and package versions. */
 export async function machineLines(): Promise<string[]> {
@@ -170,20 +171,6 @@ export function loopTables(r: Record<string, any>, peer: any): string[] {
       } |`,
     "",
   ];
-}
-
-/** One run of the algorithms section (algorithms_bench.ts `RunResult`). */
-interface AlgorithmRun {
-  task: string;
-  algorithm: string;
-  seed: number;
-  accuracyBefore: number;
-  accuracyAfter: number;
-  toolUseBefore: number;
-  toolUseAfter: number;
-  toolSuccessLast: number;
-  steps: number;
-  error?: string;
 }
 
 /** Mean ± sample standard deviation (over seeds), in percent; "–" without finite values. */

@@ -24,7 +24,7 @@ import type { Qwen3Config } from "../model/hf_config.ts";
 import { type DeviceElementType, type DeviceMemory, DeviceTensor } from "../ort/device.ts";
 import { OrtSession } from "../ort/session.ts";
 import { OrtTensor } from "../ort/value.ts";
-import type { BatchCache, CacheBinding } from "./kv_cache.ts";
+import { type BatchCache, type CacheBinding, rangeKey } from "./kv_cache.ts";
 
 export class DeviceKvCache implements BatchCache {
   readonly batch: number;
@@ -58,10 +58,7 @@ export class DeviceKvCache implements BatchCache {
   }
 
   range(from: number, to: number): CacheBinding {
-    if (!(Number.isInteger(from) && Number.isInteger(to) && 0 <= from && from < to && to <= this.batch)) {
-      throw new RangeError(`kv cache: rows [${from}, ${to}) outside a batch of ${this.batch}`);
-    }
-    const key = from * (this.batch + 1) + to;
+    const key = rangeKey(from, to, this.batch);
     let binding = this.#ranges.get(key);
     if (!binding) {
       binding = from === 0 ? this.#prefix(to) : this.#staged(from, to - from);

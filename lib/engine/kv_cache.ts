@@ -90,10 +90,7 @@ export class KvCache implements BatchCache {
    * the batch is the outermost dimension.
    */
   range(from: number, to: number): CacheBinding {
-    if (!(Number.isInteger(from) && Number.isInteger(to) && 0 <= from && from < to && to <= this.batch)) {
-      throw new RangeError(`kv cache: rows [${from}, ${to}) outside a batch of ${this.batch}`);
-    }
-    const key = from * (this.batch + 1) + to;
+    const key = rangeKey(from, to, this.batch);
     let binding = this.#ranges.get(key);
     if (!binding) {
       const size = this.#dims[0] * this.#dims[1] * this.#dims[2];
@@ -143,4 +140,12 @@ export function cacheIO<T>(cache: CacheBinding, wrap: (t: CacheTensor) => T): Ca
     [io.present[IO.presentKey(l)], io.present[IO.presentValue(l)]] = [key, value];
   });
   return io;
+}
+
+/** A key for rows `[from, to)` of a cache of `batch` rows, one per range; throws for rows outside it. */
+export function rangeKey(from: number, to: number, batch: number): number {
+  if (!(Number.isInteger(from) && Number.isInteger(to) && 0 <= from && from < to && to <= batch)) {
+    throw new RangeError(`kv cache: rows [${from}, ${to}) outside a batch of ${batch}`);
+  }
+  return from * (batch + 1) + to;
 }

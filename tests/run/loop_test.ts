@@ -16,8 +16,9 @@ import { readStageFile } from "../../lib/arrow/read.ts";
 import { loadConfig } from "../../lib/config/mod.ts";
 import { runLoop } from "../../lib/run/loop.ts";
 import { Trainer } from "../../lib/train/trainer.ts";
-import { sha256Hex } from "../../lib/fs/sha256.ts";
 import { makeTinyModel } from "../helpers/tiny_model.ts";
+import { exists } from "../helpers/commands.ts";
+import { fileHash, killDuringStep2, loop, stageOn } from "../helpers/loop_runs.ts";
 
 const ROOT = new URL("../..", import.meta.url).pathname;
 
@@ -53,26 +54,6 @@ eval:
   return { dir, config };
 }
 
-function deno(args: string[], opts: { stderr?: "piped" | "null" } = {}) {
-  return new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", ...args],
-    cwd: ROOT,
-    stdout: "piped",
-    stderr: opts.stderr ?? "piped",
-    env: { NO_COLOR: "1" },
-  });
-}
-
-async function loop(config: string, runDir: string, extra: string[] = []) {
-  const out = await deno(["stages/loop.ts", "--config", config, `--loop.run_dir=${runDir}`, ...extra])
-    .output();
-  return { code: out.code, stderr: new TextDecoder().decode(out.stderr) };
-}
-
-async function fileHash(path: string): Promise<string> {
-  return await sha256Hex(await Deno.readFile(path));
-}
-
 /** The columns that must repeat exactly (tool-call timings, `ms`, are wall time and may not). */
 async function trajectory(path: string) {
   const f = await readStageFile(path, "rollouts");
@@ -86,13 +67,7 @@ Deno.test("a loop killed mid-step and resumed equals an uninterrupted one (adapt
   const whole = await loop(config, a);
   assert.equal(whole.code, 0, whole.stderr);
 
-  const child = deno(["stages/loop.ts", "--config", config, `--loop.run_dir=${b}`], { stderr: "null" })
-    .spawn();
-  const marker = join(b, "step-0002", "rollouts.arrow.manifest.json");
-  for (let i = 0; i < 600 && !(await exists(marker)); i++) await new Promise((r) => setTimeout(r, 50));
-  child.kill("SIGKILL");
-  await child.status;
-  assert.equal((await Deno.readTextFile(join(b, "latest"))).trim(), "step-0001", "killed during step 2");
+  await killDuringStep2(config, b, "rollouts.arrow.manifest.json");
   const resumed = await loop(config, b, ["--resume"]);
   assert.equal(resumed.code, 0, resumed.stderr);
 
@@ -142,10 +117,7 @@ Deno.test("the four stage commands by hand give the loop's step files", async ()
   assert.equal((await loop(config, run, ["--loop.steps=1"])).code, 0);
   const hand = join(dir, "hand");
   await Deno.mkdir(hand);
-  const stage = async (name: string, args: string[]) => {
-    const out = await deno([`stages/${name}.ts`, "--config", config, ...args]).output();
-    assert.equal(out.code, 0, new TextDecoder().decode(out.stderr));
-  };
+  const stage = stageOn(config);
   await stage("rollout", ["--step", "1", "--out", join(hand, "rollouts.arrow")]);
   await stage("score", ["--in", join(hand, "rollouts.arrow"), "--out", join(hand, "scored.arrow")]);
   await stage("mask", ["--in", join(hand, "scored.arrow"), "--out", join(hand, "batch.arrow")]);
@@ -223,15 +195,6 @@ for (const signal of ["SIGKILL", "SIGTERM", "SIGINT"] as const) {
   });
 }
 
-async function exists(path: string): Promise<boolean> {
-  try {
-    await Deno.stat(path);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 Deno.test("a 3-step loop builds the train graph once and equals the stage commands run by hand, step by step", async () => {
   const { dir, config } = await setup();
   const run = join(dir, "run");
@@ -242,10 +205,7 @@ Deno.test("a 3-step loop builds the train graph once and equals the stage comman
   assert.equal(Trainer.created - before, 1, "one train graph and session for the whole run");
 
   const hand = join(dir, "hand");
-  const stage = async (name: string, args: string[]) => {
-    const out = await deno([`stages/${name}.ts`, "--config", config, ...args]).output();
-    assert.equal(out.code, 0, new TextDecoder().decode(out.stderr));
-  };
+  const stage = stageOn(config);
   for (let step = 1; step <= 3; step++) {
     const at = (f: string) => join(hand, `step-${step}`, f);
     await Deno.mkdir(join(hand, `step-${step}`), { recursive: true });

@@ -10,8 +10,9 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { readStageFile } from "../../lib/arrow/read.ts";
-import { sha256Hex } from "../../lib/fs/sha256.ts";
 import { makeTinyModel } from "../helpers/tiny_model.ts";
+import { exists, stage } from "../helpers/commands.ts";
+import { fileHash, killDuringStep2, loop, stageOn } from "../helpers/loop_runs.ts";
 
 const ROOT = new URL("../..", import.meta.url).pathname;
 
@@ -54,29 +55,6 @@ eval:
   return { dir, config };
 }
 
-function deno(args: string[], opts: { stderr?: "piped" | "null" } = {}) {
-  return new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", ...args],
-    cwd: ROOT,
-    stdout: "piped",
-    stderr: opts.stderr ?? "piped",
-    env: { NO_COLOR: "1" },
-  });
-}
-
-async function loop(config: string, runDir: string, extra: string[] = []) {
-  const out = await deno(["stages/loop.ts", "--config", config, `--loop.run_dir=${runDir}`, ...extra])
-    .output();
-  return { code: out.code, stderr: new TextDecoder().decode(out.stderr) };
-}
-
-async function stage(config: string, name: string, args: string[]) {
-  const out = await deno([`stages/${name}.ts`, "--config", config, ...args]).output();
-  return { code: out.code, stderr: new TextDecoder().decode(out.stderr) };
-}
-
-const fileHash = async (path: string) => await sha256Hex(await Deno.readFile(path));
-
 /** The columns that must repeat exactly: tokens, provenance, log-probs and the values pass's values. */
 async function trajectory(path: string) {
   const f = await readStageFile(path, "rollouts");
@@ -92,23 +70,13 @@ const CHECKPOINT_FILES = [
   "value_optimizer.safetensors",
 ];
 
-async function exists(path: string): Promise<boolean> {
-  return await Deno.stat(path).then(() => true, () => false);
-}
-
 Deno.test("a PPO loop killed mid-step and resumed equals an uninterrupted one: adapter, value head, both optimizers", async () => {
   const { dir, config } = await setup();
   const [a, b] = [join(dir, "a"), join(dir, "b")];
   const whole = await loop(config, a);
   assert.equal(whole.code, 0, whole.stderr);
 
-  const child = deno(["stages/loop.ts", "--config", config, `--loop.run_dir=${b}`], { stderr: "null" })
-    .spawn();
-  const marker = join(b, "step-0002", "batch.arrow.manifest.json");
-  for (let i = 0; i < 600 && !(await exists(marker)); i++) await new Promise((r) => setTimeout(r, 50));
-  child.kill("SIGKILL");
-  await child.status;
-  assert.equal((await Deno.readTextFile(join(b, "latest"))).trim(), "step-0001", "killed during step 2");
+  await killDuringStep2(config, b, "batch.arrow.manifest.json");
   const resumed = await loop(config, b, ["--resume"]);
   assert.equal(resumed.code, 0, resumed.stderr);
 
@@ -136,10 +104,7 @@ Deno.test("PPO stage commands by hand give the loop's files, values and value he
   const hand = join(dir, "hand");
   await Deno.mkdir(hand);
   const at = (f: string) => join(hand, f);
-  const ok = async (name: string, args: string[]) => {
-    const out = await stage(config, name, args);
-    assert.equal(out.code, 0, out.stderr);
-  };
+  const ok = stageOn(config);
   // Step 2 by hand, from the loop's step-1 checkpoint (its LoRA adapter and value head).
   const adapter = `--adapter=${join(run, "adapters", "step-0001")}`;
   await ok("rollout", ["--step", "2", "--out", at("rollouts.arrow"), adapter]);
@@ -171,7 +136,14 @@ Deno.test("PPO stage commands by hand give the loop's files, values and value he
 
   // A batch masked by grpo has no returns: the PPO train stage refuses it before the model loads.
   await ok("mask", ["--in", at("scored.arrow"), "--out", at("grpo.arrow"), "--mask.estimator=grpo"]);
-  const refused = await stage(config, "train", ["--in", at("grpo.arrow"), "--out", at("refused")]);
+  const refused = await stage("train", [
+    "--config",
+    config,
+    "--in",
+    at("grpo.arrow"),
+    "--out",
+    at("refused"),
+  ]);
   assert.equal(refused.code, 2, refused.stderr);
   assert.match(refused.stderr, /column "returns".*deno task mask/);
   assert.equal(refused.stderr.trim().split("\n").length, 1, refused.stderr);
