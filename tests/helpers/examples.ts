@@ -1,0 +1,94 @@
+/**
+ * Running the command lines the user is shown, as written, in a fresh copy of the repository: the
+ * `deno task` lines of README.md's `sh` blocks and of each command's `--help` "Examples". The test only
+ * appends overrides that make a run small (`--rollout.group_size=2` after the example's own value: the
+ * last override wins), never edits the example. `deno task serve` lines start a server that the lines
+ * after them may use; it is stopped at the end.
+ */
+
+import assert from "node:assert/strict";
+import { dirname, join } from "node:path";
+
+export const ROOT = new URL("../..", import.meta.url).pathname;
+
+/** One command line as shown, and where. */
+export interface Example {
+  where: string;
+  line: string;
+}
+
+/** A fresh copy of the repository's tracked files (as `git clone` would give), node_modules linked. */
+export async function freshCopy(prefix: string): Promise<string> {
+  const dir = await Deno.makeTempDir({ prefix });
+  const listed = await new Deno.Command("git", { args: ["ls-files", "-z"], cwd: ROOT, stdout: "piped" })
+    .output();
+  for (const file of new TextDecoder().decode(listed.stdout).split("\0").filter(Boolean)) {
+    await Deno.mkdir(join(dir, dirname(file)), { recursive: true });
+    await Deno.copyFile(join(ROOT, file), join(dir, file)).catch(() => {}); // a file deleted, not committed
+  }
+  await Deno.symlink(join(ROOT, "node_modules"), join(dir, "node_modules"));
+  return dir;
+}
+
+/** The lines of README.md's `sh` blocks, in order (continuations joined, comments removed). */
+export function readmeLines(markdown: string): Example[] {
+  const blocks = [...markdown.matchAll(/^```(?:sh|bash|shell)\n([\s\S]*?)^```/gm)].map((m) => m[1]);
+  return blocks.flatMap((b) => b.replace(/\\\n/g, " ").split("\n"))
+    .map((l) => l.replace(/\s#.*$/, "").trim())
+    .filter((l) => l !== "")
+    .map((line) => ({ where: "README.md", line }));
+}
+
+/** The "Examples:" lines of a command's `--help`. */
+export async function helpExamples(dir: string, task: string): Promise<Example[]> {
+  const out = await denoTask(dir, [task, "--help"]);
+  assert.equal(out.code, 0, `${task} --help: ${out.stderr}`);
+  const examples = out.stdout.split(/\nExamples:\n/)[1]?.split(/\n\n/)[0] ?? "";
+  return examples.split("\n").map((l) => l.trim()).filter((l) => l.startsWith("deno task"))
+    .map((line) => ({ where: `deno task ${task} --help`, line }));
+}
+
+/** `deno task NAME args…` (also through `npx -y deno@x task`) → [NAME, args]; null for other lines. */
+export function taskOf(line: string): [string, string[]] | null {
+  const m = /^(?:deno|npx -y deno@\S+)\s+task\s+(\S+)(.*)$/.exec(line);
+  return m ? [m[1], m[2].trim().split(/\s+/).filter((a) => a !== "")] : null;
+}
+
+/** Runs `deno task …` in `dir` with the same Deno as the tests. */
+export async function denoTask(dir: string, args: string[]) {
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: ["task", "--quiet", ...args],
+    cwd: dir,
+    env: { NO_COLOR: "1", DENO_NO_UPDATE_CHECK: "1" },
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  const text = (b: Uint8Array) => new TextDecoder().decode(b);
+  return { code: out.code, stdout: text(out.stdout), stderr: text(out.stderr) };
+}
+
+/** A `deno task serve …` started in `dir`, answering /health. */
+export async function startServer(dir: string, args: string[]): Promise<() => Promise<void>> {
+  const child = new Deno.Command(Deno.execPath(), {
+    args: ["task", "--quiet", "serve", ...args],
+    cwd: dir,
+    env: { NO_COLOR: "1" },
+    stdout: "null",
+    stderr: "piped",
+  }).spawn();
+  const port = Number(/--port[ =](\d+)/.exec(args.join(" "))?.[1] ?? 8000);
+  for (let i = 0; i < 600; i++) {
+    const up = await fetch(`http://127.0.0.1:${port}/health`).then((r) => r.ok, () => false);
+    if (up) {
+      return async () => {
+        child.kill("SIGTERM");
+        await child.status;
+        await child.stderr.cancel().catch(() => {});
+      };
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  child.kill("SIGKILL");
+  await child.status;
+  throw new Error(`deno task serve ${args.join(" ")} did not answer /health within 60 s`);
+}
