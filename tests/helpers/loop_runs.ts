@@ -10,6 +10,7 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import { sha256Hex } from "../../lib/fs/sha256.ts";
 import { exists, ROOT } from "./commands.ts";
+import { makeTinyModel } from "./tiny_model.ts";
 
 /** `deno run -A stages/loop.ts --config CONFIG --loop.run_dir=RUN …`, not started. */
 export function loopCommand(
@@ -64,4 +65,44 @@ export function stageOn(config: string) {
 /** sha256 of a file's bytes. */
 export async function fileHash(path: string): Promise<string> {
   return await sha256Hex(await Deno.readFile(path));
+}
+
+/**
+ * A temporary directory with a loop config on a tiny model: 3 steps of 2 tasks × 4 samples, an ASCII reward
+ * module, a checkpoint every step, LoRA r 4; `mask` and `train` add lines to those sections (YAML, indented
+ * by two spaces).
+ */
+export async function tinyLoopConfig(
+  prefix: string,
+  extra: { mask?: string; train?: string } = {},
+): Promise<{ dir: string; config: string }> {
+  const dir = await Deno.makeTempDir({ prefix });
+  const config = join(dir, "config.yaml");
+  await Deno.writeTextFile(
+    config,
+    `model:
+  path: ${await makeTinyModel()}
+data:
+  arithmetic: { num_tasks: 24 }
+rollout:
+  group_size: 4
+  tasks_per_step: 2
+  max_batch: 8
+  generation: { max_new_tokens: 8, max_total_tokens: 512, enable_thinking: false }
+score:
+  rewards: { format: 0.0 }
+  modules: [${join(ROOT, "tests/fixtures/ascii_reward.ts")}]
+  module_weights: [1.0]
+${extra.mask ? `mask:\n${extra.mask}` : ""}train:
+  lora: { r: 4, alpha: 8 }
+  optimizer: { lr: 0.01 }
+${extra.train ?? ""}loop:
+  steps: 3
+  eval_every: 0
+  save_every: 1
+eval:
+  num_tasks: 4
+`,
+  );
+  return { dir, config };
 }

@@ -16,42 +16,13 @@ import { readStageFile } from "../../lib/arrow/read.ts";
 import { loadConfig } from "../../lib/config/mod.ts";
 import { runLoop } from "../../lib/run/loop.ts";
 import { Trainer } from "../../lib/train/trainer.ts";
-import { makeTinyModel } from "../helpers/tiny_model.ts";
 import { exists } from "../helpers/commands.ts";
-import { fileHash, killDuringStep2, loop, stageOn } from "../helpers/loop_runs.ts";
+import { fileHash, killDuringStep2, loop, stageOn, tinyLoopConfig } from "../helpers/loop_runs.ts";
 
 const ROOT = new URL("../..", import.meta.url).pathname;
 
-async function setup(): Promise<{ dir: string; config: string }> {
-  const dir = await Deno.makeTempDir({ prefix: "loop-test-" });
-  const config = join(dir, "config.yaml");
-  await Deno.writeTextFile(
-    config,
-    `model:
-  path: ${await makeTinyModel()}
-data:
-  arithmetic: { num_tasks: 24 }
-rollout:
-  group_size: 4
-  tasks_per_step: 2
-  max_batch: 8
-  generation: { max_new_tokens: 8, max_total_tokens: 512, enable_thinking: false }
-score:
-  rewards: { format: 0.0 }
-  modules: [${join(ROOT, "tests/fixtures/ascii_reward.ts")}]
-  module_weights: [1.0]
-train:
-  lora: { r: 4, alpha: 8 }
-  optimizer: { lr: 0.01 }
-loop:
-  steps: 3
-  eval_every: 0
-  save_every: 1
-eval:
-  num_tasks: 4
-`,
-  );
-  return { dir, config };
+function setup(): Promise<{ dir: string; config: string }> {
+  return tinyLoopConfig("loop-test-");
 }
 
 /** The columns that must repeat exactly (tool-call timings, `ms`, are wall time and may not). */

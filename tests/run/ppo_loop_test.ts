@@ -10,49 +10,15 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { readStageFile } from "../../lib/arrow/read.ts";
-import { makeTinyModel } from "../helpers/tiny_model.ts";
 import { exists, stage } from "../helpers/commands.ts";
-import { fileHash, killDuringStep2, loop, stageOn } from "../helpers/loop_runs.ts";
+import { fileHash, killDuringStep2, loop, stageOn, tinyLoopConfig } from "../helpers/loop_runs.ts";
 
-const ROOT = new URL("../..", import.meta.url).pathname;
-
-async function setup(): Promise<{ dir: string; config: string }> {
-  const dir = await Deno.makeTempDir({ prefix: "ppo-loop-test-" });
-  const config = join(dir, "config.yaml");
-  await Deno.writeTextFile(
-    config,
-    `model:
-  path: ${await makeTinyModel()}
-data:
-  arithmetic: { num_tasks: 24 }
-rollout:
-  group_size: 4
-  tasks_per_step: 2
-  max_batch: 8
-  generation: { max_new_tokens: 8, max_total_tokens: 512, enable_thinking: false }
-score:
-  rewards: { format: 0.0 }
-  modules: [${join(ROOT, "tests/fixtures/ascii_reward.ts")}]
-  module_weights: [1.0]
-mask:
-  estimator: gae
-  gae_unit: token
-  gamma: 0.99
-train:
-  lora: { r: 4, alpha: 8 }
-  optimizer: { lr: 0.01 }
-  value: { lr: 0.01, clip: 0.2 }
-  ppo_epochs: 2
-  minibatch_episodes: 3
-loop:
-  steps: 3
-  eval_every: 0
-  save_every: 1
-eval:
-  num_tasks: 4
-`,
-  );
-  return { dir, config };
+/** PPO: gae per token, a clipped value loss, 2 epochs of minibatches of 3 episodes. */
+function setup(): Promise<{ dir: string; config: string }> {
+  return tinyLoopConfig("ppo-loop-test-", {
+    mask: "  estimator: gae\n  gae_unit: token\n  gamma: 0.99\n",
+    train: "  value: { lr: 0.01, clip: 0.2 }\n  ppo_epochs: 2\n  minibatch_episodes: 3\n",
+  });
 }
 
 /** The columns that must repeat exactly: tokens, provenance, log-probs and the values pass's values. */
