@@ -52,6 +52,8 @@ export {
   writeStageOutput,
 } from "./lib/pipeline/mod.ts";
 export { runLoop } from "./lib/run/loop.ts";
+export { demo, type DemoOptions } from "./lib/demo/run.ts";
+export type { DemoSummary } from "./lib/demo/result.ts";
 export type { Episode as RolloutEpisode } from "./lib/rollout/rollout.ts";
 export type {
   AssistantTurn,
