@@ -39,7 +39,7 @@ seed is train.seed (the model's weights and the warm start follow it). Outputs i
 Examples:
   deno task demo
   deno task demo --train.seed=3 --rollout.generation.seed=3
-  deno task demo --config configs/demo_multistep.yaml    # two or three calculator calls per problem
+  deno task demo --config configs/demo_multistep.yaml
   deno task demo --loop.steps=10 --eval.num_tasks=100`;
 
 /** The demo's command line: its configuration and options, or null when done (help, print-config). */

@@ -90,7 +90,7 @@ export function attention(
   o: AttentionOptions = {},
 ): Value {
   const kT = Transpose.emit(g, k, [0, 1, 3, 2]); // [B, H, D, S]
-  const narrow = q.dtype !== undefined && q.dtype !== "float32" ? q.dtype : null;
+  const narrow = q.dtype === "float16" || q.dtype === "bfloat16" ? q.dtype : null; // float64 stays float64
   const qk = MatMul.emit(g, q, kT); // [B, H, T, S]
   let scores = Mul.emit(g, narrow ? OPS.Cast.emit(g, qk, "float32") : qk, o.scale ?? 1 / Math.sqrt(headDim));
   if (o.bias) scores = Add.emit(g, scores, o.bias); // [B, H, T, S]

@@ -20,6 +20,9 @@ export interface Example {
 /** A fresh copy of the repository's tracked files (as `git clone` would give), node_modules linked. */
 export async function freshCopy(prefix: string): Promise<string> {
   const dir = await Deno.makeTempDir({ prefix });
+  // A clone's directory is readable by others (umask 022); makeTempDir's 0700 would keep the sandbox user
+  // out of the files an example binds into bubblewrap (examples/mcp_files).
+  await Deno.chmod(dir, 0o755);
   const listed = await new Deno.Command("git", { args: ["ls-files", "-z"], cwd: ROOT, stdout: "piped" })
     .output();
   for (const file of new TextDecoder().decode(listed.stdout).split("\0").filter(Boolean)) {
