@@ -52,6 +52,8 @@ export class WarmStartProbe {
     const max = config.rollout.tools.calculator.max_operations;
     const forced = forcedStartPolicy(inner, tokenizer, tasks, (task) => calculatorCalls(task, max).length);
     const greedy = { ...config, eval: { ...config.eval, temperature: 0, samples: 1 } };
+    // The probe's own session opens nothing (its policy, tokenizer and tools are the warm-start session's,
+    // which closes them), so there is nothing of its own to close.
     const session = openSession(greedy, warm.configHash, {
       adapter: null,
       showProgress: false,
