@@ -82,7 +82,7 @@ if (import.meta.main) {
     examples: [
       "deno task report runs/try",
       "deno task report runs/try --out runs/try-report.html",
-      "deno task report runs/grpo runs/ppo --out runs/compare.html",
+      "deno task report runs/demo/run runs/try --out runs/compare.html",
     ],
     check,
     run: async (args) => {
