@@ -26,10 +26,44 @@ const kill = Deno.env.get("MCP_STAGE_KILL");
 const call = `<tool_call>\n${JSON.stringify({ name: tool, arguments: args })}\n</tool_call>`;
 
 function script(_prompt: readonly number[], turn: number): string {
-  if (turn === 2 && kill) {
-    for (const pid of childPids(kill)) Deno.kill(pid, "SIGKILL");
-  }
+  if (turn === 2 && kill) killServers(kill);
   return turn <= 2 ? call : "Final answer: done";
+}
+
+/**
+ * Kills the servers and waits until they are gone: the sandbox's bwrap and the server inside it (which
+ * bwrap's --die-with-parent would only end a moment later; under load turn 2's call could still reach it).
+ */
+function killServers(marker: string): void {
+  const pids = childPids(marker);
+  const inside = pids.flatMap((pid) => descendants(pid));
+  for (const pid of [...inside, ...pids]) {
+    try {
+      Deno.kill(pid, "SIGKILL");
+    } catch { /* already gone */ }
+  }
+  const deadline = Date.now() + 10_000;
+  while ([...inside, ...pids].some(running) && Date.now() < deadline) { /* a few ms at most */ }
+}
+
+/** Every descendant of `pid` (children, their children, …). */
+function descendants(pid: number): number[] {
+  let text = "";
+  try {
+    text = Deno.readTextFileSync(`/proc/${pid}/task/${pid}/children`);
+  } catch { /* it ended while we looked */ }
+  const children = text.trim().split(/\s+/).filter((x) => x !== "").map(Number);
+  return children.flatMap((child) => [child, ...descendants(child)]);
+}
+
+/** Whether `pid` still runs (a zombie, killed but not reaped, counts as gone). */
+function running(pid: number): boolean {
+  try {
+    const stat = Deno.readTextFileSync(`/proc/${pid}/stat`);
+    return stat.slice(stat.lastIndexOf(")") + 2)[0] !== "Z";
+  } catch {
+    return false;
+  }
 }
 
 await runStageMain({
