@@ -106,3 +106,21 @@ eval:
   );
   return { dir, config };
 }
+
+/**
+ * An uninterrupted loop in `dir/a`, and one in `dir/b` killed while it writes `step-0002/<killFile>` and then
+ * resumed; both must exit 0. Returns the two run directories.
+ */
+export async function wholeAndResumed(
+  config: string,
+  dir: string,
+  killFile: string,
+): Promise<[string, string]> {
+  const [a, b] = [join(dir, "a"), join(dir, "b")];
+  const whole = await loop(config, a);
+  assert.equal(whole.code, 0, whole.stderr);
+  await killDuringStep2(config, b, killFile);
+  const resumed = await loop(config, b, ["--resume"]);
+  assert.equal(resumed.code, 0, resumed.stderr);
+  return [a, b];
+}

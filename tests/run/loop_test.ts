@@ -17,7 +17,7 @@ import { loadConfig } from "../../lib/config/mod.ts";
 import { runLoop } from "../../lib/run/loop.ts";
 import { Trainer } from "../../lib/train/trainer.ts";
 import { exists } from "../helpers/commands.ts";
-import { fileHash, killDuringStep2, loop, stageOn, tinyLoopConfig } from "../helpers/loop_runs.ts";
+import { fileHash, loop, stageOn, tinyLoopConfig, wholeAndResumed } from "../helpers/loop_runs.ts";
 
 const ROOT = new URL("../..", import.meta.url).pathname;
 
@@ -34,13 +34,7 @@ async function trajectory(path: string) {
 
 Deno.test("a loop killed mid-step and resumed equals an uninterrupted one (adapter hash, rollouts)", async () => {
   const { dir, config } = await setup();
-  const [a, b] = [join(dir, "a"), join(dir, "b")];
-  const whole = await loop(config, a);
-  assert.equal(whole.code, 0, whole.stderr);
-
-  await killDuringStep2(config, b, "rollouts.arrow.manifest.json");
-  const resumed = await loop(config, b, ["--resume"]);
-  assert.equal(resumed.code, 0, resumed.stderr);
+  const [a, b] = await wholeAndResumed(config, dir, "rollouts.arrow.manifest.json");
 
   for (const step of ["step-0001", "step-0002", "step-0003"]) {
     assert.deepEqual(

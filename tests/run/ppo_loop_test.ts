@@ -11,7 +11,7 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import { readStageFile } from "../../lib/arrow/read.ts";
 import { exists, stage } from "../helpers/commands.ts";
-import { fileHash, killDuringStep2, loop, stageOn, tinyLoopConfig } from "../helpers/loop_runs.ts";
+import { fileHash, loop, stageOn, tinyLoopConfig, wholeAndResumed } from "../helpers/loop_runs.ts";
 
 /** PPO: gae per token, a clipped value loss, 2 epochs of minibatches of 3 episodes. */
 function setup(): Promise<{ dir: string; config: string }> {
@@ -38,13 +38,7 @@ const CHECKPOINT_FILES = [
 
 Deno.test("a PPO loop killed mid-step and resumed equals an uninterrupted one: adapter, value head, both optimizers", async () => {
   const { dir, config } = await setup();
-  const [a, b] = [join(dir, "a"), join(dir, "b")];
-  const whole = await loop(config, a);
-  assert.equal(whole.code, 0, whole.stderr);
-
-  await killDuringStep2(config, b, "batch.arrow.manifest.json");
-  const resumed = await loop(config, b, ["--resume"]);
-  assert.equal(resumed.code, 0, resumed.stderr);
+  const [a, b] = await wholeAndResumed(config, dir, "batch.arrow.manifest.json");
 
   for (const step of ["step-0001", "step-0002", "step-0003"]) {
     assert.deepEqual(
