@@ -14,6 +14,14 @@ import { configHash } from "./hash.ts";
 
 export { configHelp } from "./help.ts";
 
+/**
+ * The section a run's snapshot (`<run_dir>/config.yaml`, lib/run/snapshot.ts) adds to the resolved
+ * configuration: what `--resume` checks. It is derived from the rest, so a snapshot passed as `--config`
+ * loads without it: `deno task loop --config runs/x/config.yaml --resume` re-runs a run with its own
+ * settings, as its resume errors suggest.
+ */
+export const RUN_IDENTITY_SECTION = "identity";
+
 /** The repository's `config.yaml`, found relative to this module so any working directory works. */
 export const DEFAULT_CONFIG_FILE: string = fileURLToPath(new URL("../../config.yaml", import.meta.url));
 
@@ -38,7 +46,7 @@ export interface LoadedConfig {
 export async function loadConfig(opts: LoadOptions = {}): Promise<LoadedConfig> {
   const source = opts.text !== undefined ? "<text>" : opts.file ?? DEFAULT_CONFIG_FILE;
   const text = opts.text ?? await readConfigFile(source);
-  const raw = parseYaml(text, source);
+  const raw = withoutRunIdentity(parseYaml(text, source));
   const fromFile = withSource(source, () => validateConfig(raw));
   const overridden = applyOverrides(fromFile, opts.overrides ?? []);
   const config = validateConfig(overridden);
@@ -66,6 +74,14 @@ async function readConfigFile(path: string): Promise<string> {
         : "check the file's permissions",
     });
   }
+}
+
+function withoutRunIdentity(raw: unknown): unknown {
+  if (raw === null || typeof raw !== "object" || Array.isArray(raw) || !(RUN_IDENTITY_SECTION in raw)) {
+    return raw;
+  }
+  const { [RUN_IDENTITY_SECTION]: _derived, ...config } = raw as Record<string, unknown>;
+  return config;
 }
 
 /** Parses YAML; a syntax error names the file, line and column. */

@@ -7,6 +7,7 @@
  * @module
  */
 
+import { resolve } from "node:path";
 import type { Config } from "../config/schema.ts";
 import { loadTasks } from "../data/mod.ts";
 import { UserError } from "../errors.ts";
@@ -38,7 +39,7 @@ export async function checkRunDir(config: Config, o: RunDirCheck): Promise<Outpu
     resume: o.resume,
     overwrite: o.overwrite,
     flag: o.flag,
-    inputs: o.inputs,
+    inputs: o.resume ? withoutOwnSnapshot(o.inputs, dir) : o.inputs,
     replaceMadeBy: o.replaceMadeBy,
   });
   if (o.resume && state !== "ours") {
@@ -54,6 +55,15 @@ export async function checkRunDir(config: Config, o: RunDirCheck): Promise<Outpu
     if (!(await defaultModelMissing(config.model.path))) await checkResumable(layout, config);
   }
   return state;
+}
+
+/**
+ * A resumed run may take its own snapshot as `--config`: the file is read whole before the run writes
+ * anything, and what the run writes there is the snapshot again (lib/run/snapshot.ts).
+ */
+function withoutOwnSnapshot(inputs: Array<string | null | undefined>, dir: string) {
+  const snapshot = resolve(new RunLayout(dir).config);
+  return inputs.filter((input) => !input || resolve(input) !== snapshot);
 }
 
 /** Refuses while a live process holds the run's lock (`what` the command would do to the run). */

@@ -11,6 +11,7 @@ import { join } from "node:path";
 import { parse, stringify } from "@std/yaml";
 import { writeTextAtomic } from "../fs/atomic.ts";
 import type { Config } from "../config/schema.ts";
+import { RUN_IDENTITY_SECTION } from "../config/load.ts";
 import { UserError } from "../errors.ts";
 import { sha256Hex } from "../fs/sha256.ts";
 import type { RunLayout } from "./layout.ts";
@@ -40,13 +41,14 @@ async function identityOf(config: Config): Promise<RunIdentity> {
 export async function writeSnapshot(layout: RunLayout, config: Config): Promise<void> {
   const text =
     `# The resolved configuration of this run (deno task loop); identity: what --resume checks.\n` +
-    stringify({ ...config, identity: await identityOf(config) });
+    stringify({ ...config, [RUN_IDENTITY_SECTION]: await identityOf(config) });
   await writeTextAtomic(layout.config, text);
 }
 
 /** Refuses to resume when the run's identity differs from `config`'s. */
 export async function checkResumable(layout: RunLayout, config: Config): Promise<void> {
-  const saved = (parse(await Deno.readTextFile(layout.config)) as { identity?: RunIdentity }).identity;
+  const snapshot = parse(await Deno.readTextFile(layout.config)) as Record<string, RunIdentity | undefined>;
+  const saved = snapshot[RUN_IDENTITY_SECTION];
   if (!saved) {
     throw new UserError(`loop --resume: ${layout.config}`, {
       why: "it has no identity section, so the run cannot be checked",
@@ -59,7 +61,7 @@ export async function checkResumable(layout: RunLayout, config: Config): Promise
     throw new UserError(`loop --resume: ${layout.dir}`, {
       value: differing.map((k) => `${k}: ${saved[k]} -> ${now[k]}`).join("; "),
       why: "the run was made with another model, tokenizer or LoRA shape; its adapters would not fit",
-      fix: "resume with the run's own settings (see its config.yaml), or start a new run",
+      fix: `resume with the run's own settings (--config ${layout.config}), or start a new run`,
     });
   }
 }

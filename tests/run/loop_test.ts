@@ -1,7 +1,8 @@
 /**
  * `deno task loop` (lib/run/loop.ts) as a user runs it, in subprocesses on a tiny model: a run killed with
  * SIGKILL mid-step and resumed ends with the same adapter and the same rollouts as an uninterrupted run;
- * a second loop on the run is refused; a resume that changes the LoRA shape is refused naming it; the
+ * a second loop on the run is refused; a resume that changes the LoRA shape is refused naming it, one
+ * with the run's own config.yaml as --config goes on; the
  * four stage commands run by hand give the loop's step files; `deno task loop` whose wrapper is killed
  * (SIGKILL) or stopped (SIGTERM, SIGINT) stops its child stage and releases the run lock.
  *
@@ -56,7 +57,7 @@ Deno.test("a loop killed mid-step and resumed equals an uninterrupted one (adapt
   assert.deepEqual(Array.from(rows.table.getChild("step")!.toArray() as Int32Array), [1, 2, 3]);
 });
 
-Deno.test("a second loop on a run is refused; a resume changing the LoRA rank is refused naming it", async () => {
+Deno.test("a second loop on a run is refused; a resume changing the LoRA rank is refused naming it; the run's config.yaml resumes it", async () => {
   const { dir, config } = await setup();
   const run = join(dir, "run");
   assert.equal((await loop(config, run, ["--loop.steps=1"])).code, 0);
@@ -74,6 +75,10 @@ Deno.test("a second loop on a run is refused; a resume changing the LoRA rank is
   const harmless = await loop(config, run, ["--resume", "--loop.steps=2"]);
   assert.equal(harmless.code, 0, harmless.stderr);
   assert.equal((await Deno.readTextFile(join(run, "latest"))).trim(), "step-0002");
+  // The run's own snapshot (the resolved config plus its identity section) is a valid --config.
+  const own = await loop(join(run, "config.yaml"), run, ["--resume", "--loop.steps=3"]);
+  assert.equal(own.code, 0, own.stderr);
+  assert.equal((await Deno.readTextFile(join(run, "latest"))).trim(), "step-0003");
 });
 
 Deno.test("the four stage commands by hand give the loop's step files", async () => {
