@@ -84,7 +84,8 @@ function checkRecords(
   });
 }
 
-function isMapping(value: unknown): value is Record<string, unknown> {
+/** A YAML mapping: an object that is not an array. */
+export function isMapping(value: unknown): value is Record<string, unknown> {
   return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 

@@ -8,6 +8,7 @@ import { parse } from "@std/yaml";
 import { UserError } from "../errors.ts";
 import { specialKind } from "../fs/output.ts";
 import type { Config } from "./schema.ts";
+import { isMapping } from "./check.ts";
 import { validateConfig } from "./validate.ts";
 import { applyOverrides } from "./overrides.ts";
 import { configHash } from "./hash.ts";
@@ -76,11 +77,12 @@ async function readConfigFile(path: string): Promise<string> {
   }
 }
 
+/** The configuration without a snapshot's identity section; anything else named `identity` stays, to be refused. */
 function withoutRunIdentity(raw: unknown): unknown {
-  if (raw === null || typeof raw !== "object" || Array.isArray(raw) || !(RUN_IDENTITY_SECTION in raw)) {
-    return raw;
-  }
-  const { [RUN_IDENTITY_SECTION]: _derived, ...config } = raw as Record<string, unknown>;
+  const record = isMapping(raw) ? raw : {};
+  const identity = record[RUN_IDENTITY_SECTION];
+  if (!isMapping(identity) || !("model.path" in identity)) return raw;
+  const { [RUN_IDENTITY_SECTION]: _derived, ...config } = record;
   return config;
 }
 

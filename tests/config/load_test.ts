@@ -340,3 +340,15 @@ Deno.test("the demo section, the calculator's operation limit and the task order
   assert.equal(demoSettings(config).model.seed, 5);
   assert.equal(demoSettings(config).warmStart.seed, 9);
 });
+
+Deno.test("a run's snapshot loads as a config without its identity section; any other identity key is refused", async () => {
+  const snapshot = "loop:\n  steps: 7\nidentity:\n  model.path: /m\n  train.lora: '{}'\n";
+  assert.equal((await loadConfig({ text: snapshot })).config.loop.steps, 7);
+  for (const text of ["identity: 3\n", "identity:\n  steps: 7\n"]) {
+    await assert.rejects(
+      () => loadConfig({ text }),
+      (e) => e instanceof UserError && e.message.includes("unknown key identity"),
+      text,
+    );
+  }
+});

@@ -1,10 +1,10 @@
 /**
  * `deno task loop` (lib/run/loop.ts) as a user runs it, in subprocesses on a tiny model: a run killed with
  * SIGKILL mid-step and resumed ends with the same adapter and the same rollouts as an uninterrupted run;
- * a second loop on the run is refused; a resume that changes the LoRA shape is refused naming it, one
- * with the run's own config.yaml as --config goes on; the
- * four stage commands run by hand give the loop's step files; `deno task loop` whose wrapper is killed
- * (SIGKILL) or stopped (SIGTERM, SIGINT) stops its child stage and releases the run lock.
+ * a second loop on the run is refused; a resume that changes the LoRA shape is refused naming it, and one
+ * with the run's own config.yaml as --config goes on; the four stage commands run by hand give the loop's
+ * step files; `deno task loop` whose wrapper is killed (SIGKILL) or stopped (SIGTERM, SIGINT) stops its
+ * child stage and releases the run lock.
  *
  * The toy reward (tests/fixtures/ascii_reward.ts) varies within every group, so advantages and gradients
  * are non-zero and the adapter really moves between steps (a zero-advantage run would make "same adapter"
