@@ -7,11 +7,10 @@
  * @module
  */
 
-import { resolve } from "node:path";
 import type { Config } from "../config/schema.ts";
 import { loadTasks } from "../data/mod.ts";
 import { UserError } from "../errors.ts";
-import { checkOutputPath, type OutputState } from "../fs/output.ts";
+import { checkOutputPath, type OutputState, realPathOf } from "../fs/output.ts";
 import { defaultModelMissing } from "../model/default_model.ts";
 import { requireHeldOut, splitHeldOut, tasksForStep } from "../rollout/tasks.ts";
 import { RunLayout } from "./layout.ts";
@@ -39,7 +38,7 @@ export async function checkRunDir(config: Config, o: RunDirCheck): Promise<Outpu
     resume: o.resume,
     overwrite: o.overwrite,
     flag: o.flag,
-    inputs: o.resume ? withoutOwnSnapshot(o.inputs, dir) : o.inputs,
+    inputs: o.resume ? await withoutOwnSnapshot(o.inputs, dir) : o.inputs,
     replaceMadeBy: o.replaceMadeBy,
   });
   if (o.resume && state !== "ours") {
@@ -61,9 +60,12 @@ export async function checkRunDir(config: Config, o: RunDirCheck): Promise<Outpu
  * A resumed run may take its own snapshot as `--config`: the file is read whole before the run writes
  * anything, and what the run writes there is the snapshot again (lib/run/snapshot.ts).
  */
-function withoutOwnSnapshot(inputs: Array<string | null | undefined>, dir: string) {
-  const snapshot = resolve(new RunLayout(dir).config);
-  return inputs.filter((input) => !input || resolve(input) !== snapshot);
+async function withoutOwnSnapshot(inputs: Array<string | null | undefined>, dir: string) {
+  // Compared as the output check compares paths (links resolved), so any spelling of the snapshot counts.
+  const snapshot = await realPathOf(new RunLayout(dir).config);
+  const others = [];
+  for (const input of inputs) if (!input || await realPathOf(input) !== snapshot) others.push(input);
+  return others;
 }
 
 /** Refuses while a live process holds the run's lock (`what` the command would do to the run). */

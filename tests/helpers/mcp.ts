@@ -116,14 +116,23 @@ export async function rawToolsList(argv: string[]): Promise<Array<Record<string,
   }
 }
 
+/** The fields of `/proc/<pid>/stat` after the command name (state, then ppid, …); null once it is gone. */
+export function procStat(pid: number | string): string[] | null {
+  try {
+    const stat = Deno.readTextFileSync(`/proc/${pid}/stat`);
+    return stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  } catch {
+    return null;
+  }
+}
+
 /** Pids of this process's children whose command line contains `marker` (the servers it started). */
 export function childPids(marker: string): number[] {
   const pids: number[] = [];
   for (const entry of Deno.readDirSync("/proc")) {
     if (!/^\d+$/.test(entry.name)) continue;
     try {
-      const stat = Deno.readTextFileSync(`/proc/${entry.name}/stat`);
-      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+      const ppid = Number(procStat(entry.name)?.[1]);
       const cmdline = Deno.readTextFileSync(`/proc/${entry.name}/cmdline`).replaceAll("\0", " ");
       if (ppid === Deno.pid && cmdline.includes(marker)) pids.push(Number(entry.name));
     } catch {

@@ -16,7 +16,7 @@ import { runStageMain } from "../../lib/cli/cli.ts";
 import type { Task } from "../../lib/data/task.ts";
 import { loadTokenizer } from "../../lib/model/tokenizer.ts";
 import { openSession, rollout, writeStageOutput } from "../../lib/pipeline/mod.ts";
-import { childPids } from "./mcp.ts";
+import { childPids, procStat } from "./mcp.ts";
 import { ScriptedPolicy } from "./scripted_policy.ts";
 import { makeTinyModel } from "./tiny_model.ts";
 
@@ -58,12 +58,8 @@ function descendants(pid: number): number[] {
 
 /** Whether `pid` still runs (a zombie, killed but not reaped, counts as gone). */
 function running(pid: number): boolean {
-  try {
-    const stat = Deno.readTextFileSync(`/proc/${pid}/stat`);
-    return stat.slice(stat.lastIndexOf(")") + 2)[0] !== "Z";
-  } catch {
-    return false;
-  }
+  const state = procStat(pid)?.[0];
+  return state !== undefined && state !== "Z";
 }
 
 await runStageMain({
