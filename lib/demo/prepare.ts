@@ -54,6 +54,8 @@ export async function prepareDemo(
       tasks: [...tasks.train, ...tasks.heldOut],
       systemPrompt: config.data.system_prompt,
       // What the model reads when a call holds too many operations: its tokens belong in the vocabulary.
+      // (Not the invalid-call errors of the recovery traces: the vocabulary, and so the model's random
+      // weights, stay the same with or without them; those errors encode in smaller pieces.)
       extraTexts: max === null ? [] : [2, 3].map((n) => tooManyOperations(n, max)),
     };
     const model = await buildDemoModel(config.model.path, settings.model, {

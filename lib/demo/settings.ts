@@ -27,6 +27,12 @@ export interface WarmStartSettings {
   traces: number;
   /** Share of traces that answer at once, without the calculator, with a plausible wrong number. */
   directFraction: number;
+  /**
+   * Share of the calculator traces' tasks that also get a recovery trace (one call written broken, the
+   * tool's error, the call written again; mix phase only): the policy learns to use a spare turn after a
+   * miscopied call.
+   */
+  recoveryFraction: number;
   /** Seed of the choice "direct or calculator", of the wrong numbers and of the trace order. */
   seed: number;
   /** Traces per optimizer step: smaller batches buy more steps for the same time. */
@@ -69,6 +75,7 @@ export function demoSettings(config: Config): DemoSettings {
     warmStart: {
       traces: w.traces,
       directFraction: w.direct_fraction,
+      recoveryFraction: w.recovery_fraction,
       seed: w.seed ?? seed,
       tracesPerStep: w.traces_per_step,
       lr: w.lr,

@@ -7,7 +7,8 @@
  * Two kinds of trace, chosen per task by `plan(task)`:
  * - `tool`: turn k calls `calculator` with the plan's k-th expression (the task's expression, or with a
  *   calculator limited to one operation per call, its steps, each using the result the tool gave before);
- *   the turn after the last call says `Final answer: <the tool's last result>`;
+ *   the turn after the last call says `Final answer: <the tool's last result>`. A recovery trace (`broken`)
+ *   first writes one of the calls broken, reads the tool's error, then writes the call right;
  * - `direct`: turn 1 says `Final answer: <a plausible wrong number>` and the episode ends.
  *
  * @module
@@ -18,8 +19,31 @@ import type { BatchStats, Generation, Policy, PolicySequence } from "../engine/p
 import type { ChatTokenizer } from "../model/chat.ts";
 import type { Qwen3Config } from "../model/hf_config.ts";
 
-/** What the teacher does on one task: the calculator calls' expressions in order, or a direct answer. */
-export type TracePlan = { kind: "tool"; calls: string[] } | { kind: "direct"; answer: string };
+/**
+ * What the teacher does on one task: the calculator calls' expressions in order (a recovery trace
+ * writing one of them broken first), or a direct answer.
+ */
+export type TracePlan = ToolPlan | { kind: "direct"; answer: string };
+
+/** Calculator calls, one expression per call, in order; a recovery trace writes one of them broken first. */
+export interface ToolPlan {
+  kind: "tool";
+  calls: string[];
+  broken?: BrokenCall;
+}
+
+/** A recovery trace's broken call: the assistant text written in place of call `at` (0-based) before it. */
+export interface BrokenCall {
+  at: number;
+  text: string;
+}
+
+/** The assistant turns of a `tool` plan before its final answer: its calls, the broken one in its place. */
+export function toolTurnTexts(plan: ToolPlan): string[] {
+  const texts = plan.calls.map(calculatorCallText);
+  if (plan.broken) texts.splice(plan.broken.at, 0, plan.broken.text);
+  return texts;
+}
 
 /** The assistant text of a calculator call, as Qwen3 writes tool calls (Hermes format). */
 export function calculatorCallText(expression: string): string {
@@ -80,7 +104,8 @@ export class TeacherPolicy implements Policy {
   #turnText(task: Task, turn: number, soFar: string): string {
     const plan = this.#plan(task);
     if (plan.kind === "direct") return finalAnswerText(plan.answer);
-    if (turn <= plan.calls.length) return calculatorCallText(plan.calls[turn - 1]);
+    const calls = toolTurnTexts(plan);
+    if (turn <= calls.length) return calls[turn - 1];
     return finalAnswerText(lastToolResponse(soFar) ?? task.answer!);
   }
 

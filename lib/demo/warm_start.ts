@@ -12,6 +12,8 @@
  *    a fixed length either stopped some seeds before it formed or trained others far past it.
  * 2. mix: `mixSteps` steps on all traces, a share `directFraction` of them answering at once with a wrong
  *    number: the starting policy then often skips the calculator — the one decision GRPO has to change.
+ *    The recovery traces (a broken call, the tool's error, the call again) train here only, so the copy
+ *    phase is the same with or without them (docs/demo.md).
  *
  * The learning rate: a linear warm-up, then a cosine decay towards a tenth at `copyMaxSteps`; the mix
  * phase decays on from where the copy phase stopped to a tenth (`copyLr`, `mixLr`: this module runs its
@@ -30,11 +32,12 @@ import type { Config } from "../config/schema.ts";
 import { shuffled } from "../data/random.ts";
 import type { Task } from "../data/task.ts";
 import { type CheckpointOutput, train, type TrainSummary, writeStageOutput } from "../pipeline/mod.ts";
+import { toolCallColumns } from "../score/episode.ts";
 import type { StepMetrics } from "../train/step.ts";
 import { initOptimizerState } from "../train/optimizer.ts";
 import { type ProbeResult, WarmStartProbe } from "./probe.ts";
 import type { WarmStartSettings } from "./settings.ts";
-import { tracePlans, type WarmStartInputs, writeWarmStartBatch } from "./traces.ts";
+import { type WarmStartInputs, writeWarmStartBatch } from "./traces.ts";
 
 export { tracePlans, type WarmStartInputs, writeWarmStartBatch, wrongAnswer } from "./traces.ts";
 
@@ -59,8 +62,8 @@ export interface WarmStartResult {
   seconds: number;
 }
 
-/** The trace rows split by plan: calculator traces and all traces. */
-interface TracePools {
+/** The trace rows of each phase: calculator traces whose calls all succeed (copy), and all (mix). */
+export interface TracePools {
   tool: number[];
   all: number[];
 }
@@ -96,7 +99,7 @@ export async function warmStart(i: WarmStartInputs, onEvent?: WarmStartProgress)
   const started = performance.now();
   const s = i.settings;
   const batch = await readStageFile(await writeWarmStartBatch(i), "batch");
-  const pools = tracePools(i, batch);
+  const pools = tracePools(batch);
   const probe = await WarmStartProbe.open(i.session, probeTasks(i));
   const metrics: StepMetrics[] = [];
   const probes: ProbeResult[] = [];
@@ -161,13 +164,17 @@ function cosine(from: number, to: number, progress: number): number {
   return to + (from - to) * 0.5 * (1 + Math.cos(Math.PI * progress));
 }
 
-/** The rows of the trace batch, split by their task's plan. */
-function tracePools(i: WarmStartInputs, batch: StageFile): TracePools {
-  const maxOperations = i.session.config.rollout.tools.calculator.max_operations;
-  const plans = tracePlans(i.tasks.slice(0, i.settings.traces), i.settings, maxOperations);
-  const taskIds = batch.vector("task_id");
+/**
+ * The rows of the trace batch by what they hold: calculator traces whose calls all succeed (the copy
+ * phase's), and all (the mix phase's: direct answers and recovery traces too).
+ */
+export function tracePools(batch: StageFile): TracePools {
+  const calls = toolCallColumns(batch);
   const all = Array.from({ length: batch.rows }, (_, row) => row);
-  const tool = all.filter((row) => plans.get(taskIds.get(row) as string)?.kind === "tool");
+  const tool = all.filter((row) => {
+    const [from, to] = [calls.offsets[row], calls.offsets[row + 1]];
+    return to > from && calls.status.slice(from, to).every((status) => status === "ok");
+  });
   return { tool, all };
 }
 

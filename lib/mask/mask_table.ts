@@ -133,22 +133,12 @@ export function maskColumns(
   const batch = batchOf(file, mask, offsets);
   const { advantages, returns, metrics } = estimator.advantages(batch, o.config);
   if (o.config.whiten) whitenMasked(advantages, mask);
-  let trained = 0;
-  let abs = 0;
-  for (let t = 0; t < mask.length; t++) {
-    if (mask[t]) {
-      trained++;
-      abs += Math.abs(advantages[t]);
-    }
-  }
   const summary: MaskSummary = {
     estimator: estimator.name,
     episodes: file.rows,
     groups: batch.groups.count,
-    trained_tokens: trained,
-    trained_frac: mask.length ? trained / mask.length : NaN,
+    ...trainedCounts(mask, advantages),
     truncated_masked: truncated,
-    adv_abs_mean: trained ? abs / trained : NaN,
     metrics,
   };
   const columns: Record<string, ColumnInput> = {
@@ -157,6 +147,26 @@ export function maskColumns(
     ...(returns ? { returns: new FlatList(returns, offsets) } : {}),
   };
   return { columns, summary };
+}
+
+/** The summary's figures of the trained tokens: how many, their share of all, their mean |advantage|. */
+export function trainedCounts(
+  mask: Uint8Array,
+  advantages: Float32Array,
+): Pick<MaskSummary, "trained_tokens" | "trained_frac" | "adv_abs_mean"> {
+  let trained = 0;
+  let abs = 0;
+  for (let t = 0; t < mask.length; t++) {
+    if (mask[t]) {
+      trained++;
+      abs += Math.abs(advantages[t]);
+    }
+  }
+  return {
+    trained_tokens: trained,
+    trained_frac: mask.length ? trained / mask.length : NaN,
+    adv_abs_mean: trained ? abs / trained : NaN,
+  };
 }
 
 /** One line: estimator, episodes, trained tokens, zero-variance groups, mean |advantage|. */

@@ -44,7 +44,7 @@ export interface ToolCallRecord {
 
 export interface DispatchOptions {
   task: Task;
-  /** Index of the assistant turn (0-based), copied into each record. */
+  /** Index of the assistant turn (1-based, as the rollout's `turn_idx`), copied into each record. */
   turn: number;
   maxCallsPerTurn: number;
   /** Calls the episode may still run (its budget). */

@@ -3,7 +3,10 @@
  * operation per call, the teacher's calculator traces make one call per step of `(a op b) op c` — the
  * second call's expression starting with the first call's result, as the tool returned it — then answer
  * with the last result; both calls succeed and the trace is correct. Direct traces answer at once, wrongly.
- * The warm start's probe gives each turn's first token as those traces have it (forced_start.ts).
+ * A recovery trace, written besides the others for a share of the calculator traces' tasks, writes one
+ * call broken first: the tool's error follows, then the call written right; the broken turn has no loss.
+ * The copy phase's pool is the traces that call the calculator, read from the traces themselves. The warm
+ * start's probe gives each turn's first token as those traces have it (forced_start.ts).
  */
 
 import assert from "node:assert/strict";
@@ -14,8 +17,16 @@ import { loadTasks, type Task } from "../../lib/data/mod.ts";
 import { operationSteps } from "../../lib/data/arithmetic_steps.ts";
 import { buildDemoModel } from "../../lib/demo/model.ts";
 import { demoSettings } from "../../lib/demo/settings.ts";
-import { calculatorCalls, tracePlans, writeWarmStartBatch } from "../../lib/demo/traces.ts";
-import { warmStartConfig } from "../../lib/demo/warm_start.ts";
+import {
+  brokenCallText,
+  calculatorCalls,
+  recoveryPlans,
+  tracePlans,
+  writeWarmStartBatch,
+} from "../../lib/demo/traces.ts";
+import { mulberry32 } from "../../lib/data/random.ts";
+import { parseToolCalls } from "../../lib/rollout/tool_calls.ts";
+import { tracePools, warmStartConfig } from "../../lib/demo/warm_start.ts";
 import { openSession, rollout } from "../../lib/pipeline/mod.ts";
 import { loadTokenizer } from "../../lib/model/tokenizer.ts";
 import { loadTools, toolSpecs } from "../../lib/tools/registry.ts";
@@ -58,7 +69,13 @@ async function multistepSetup() {
 
 Deno.test("multi-step traces make two successful calls, the second fed the first result, then answer right", async () => {
   const { config, hash, tasks, root, tokenizer } = await multistepSetup();
-  const settings = { ...demoSettings(config).warmStart, traces: 16, tracesPerStep: 8, directFraction: 0.25 };
+  const settings = {
+    ...demoSettings(config).warmStart,
+    traces: 16,
+    tracesPerStep: 8,
+    directFraction: 0.25,
+    recoveryFraction: 0,
+  };
   const plans = tracePlans(tasks, settings, config.rollout.tools.calculator.max_operations);
   const session = openSession(warmStartConfig(config, settings), hash, {
     adapter: null,
@@ -93,6 +110,146 @@ Deno.test("multi-step traces make two successful calls, the second fed the first
   }
   assert.equal(row, 16);
   assert.ok(tool >= 8, `${tool} calculator traces`);
+});
+
+Deno.test("brokenCallText: every broken call fails to parse, and its expression is the call's, broken", () => {
+  const rng = mulberry32(3);
+  for (let k = 0; k < 200; k++) {
+    const expression = ["12 + 3", "4 * 8", "-1 - 7", "81 / 9"][k % 4];
+    const text = brokenCallText(expression, rng);
+    const [call] = parseToolCalls(text);
+    assert.equal(call?.ok, false, text);
+    assert.ok(text.includes('"expression": "'), text);
+    // What the expression's place holds, quotes and cut aside, is the expression's start or the whole of it.
+    const written = text.slice(text.indexOf('"expression": "') + 15).replace('": "', "").replace(
+      /"}}\n<\/tool_call>$/,
+      "",
+    );
+    assert.ok(expression.startsWith(written) && written.length > 0, text);
+  }
+});
+
+Deno.test("recoveryPlans: a share of the calculator traces' tasks, the same calls with one broken first", async () => {
+  const { config } = await loadConfig({ file: MULTISTEP, overrides: [["data.arithmetic.num_tasks", "600"]] });
+  const tasks = await loadTasks(config.data);
+  const settings = { ...demoSettings(config).warmStart, seed: 4, directFraction: 0.6, recoveryFraction: 0.5 };
+  const plans = tracePlans(tasks, settings, 1);
+  const recovery = recoveryPlans(tasks, plans, settings);
+  const tool = tasks.filter((task) => plans.get(task.id)!.kind === "tool");
+  for (const [id, plan] of recovery) {
+    const base = plans.get(id)!;
+    assert.ok(base.kind === "tool" && base.broken === undefined, "only calculator traces' tasks get one");
+    assert.deepEqual(plan.calls, base.calls);
+    assert.ok(plan.broken && [0, 1].includes(plan.broken.at));
+    assert.equal(parseToolCalls(plan.broken.text)[0].ok, false, plan.broken.text);
+  }
+  assert.ok(Math.abs(recovery.size / tool.length - 0.5) < 0.08, `${recovery.size} of ${tool.length}`);
+  assert.equal(recoveryPlans(tasks, plans, { ...settings, recoveryFraction: 0 }).size, 0);
+});
+
+Deno.test("recovery traces: written besides the others; the broken call fails, its turn has no loss, the call is written again", async () => {
+  const { config, hash, tasks, root, tokenizer } = await multistepSetup();
+  const settings = {
+    ...demoSettings(config).warmStart,
+    traces: 16,
+    tracesPerStep: 8,
+    directFraction: 0.25,
+    recoveryFraction: 1,
+  };
+  const plans = tracePlans(tasks, settings, config.rollout.tools.calculator.max_operations);
+  const recovery = recoveryPlans(tasks, plans, settings);
+  const session = openSession(warmStartConfig(config, settings), hash, {
+    adapter: null,
+    showProgress: false,
+  });
+  const path = await writeWarmStartBatch({ session, tasks, settings, dir: root });
+  await session.close();
+  const batch = await readStageFile(path, "batch");
+  const withRecovery = tasks.filter((task) => recovery.has(task.id));
+  assert.equal(batch.rows, 16 + withRecovery.length, "every plain trace, then the recovery traces");
+  assert.ok(withRecovery.length >= 8, `${withRecovery.length} recovery traces`);
+  assert.deepEqual(batch.column("task_id").slice(16), withRecovery.map((task) => task.id));
+  assert.equal(new Set(batch.column("episode_id")).size, batch.rows, "episode ids differ");
+  assert.equal(new Set(batch.column("group_id")).size, batch.rows, "one group per trace");
+  const atSeen = new Set<number>();
+  for (let i = 16; i < batch.rows; i++) {
+    const task = withRecovery[i - 16];
+    const plan = recovery.get(task.id)!;
+    atSeen.add(plan.broken!.at);
+    const calls = batch.column("tool_calls")[i] as Array<{ status: string; turn: number }>;
+    const statuses = ["ok", "ok"];
+    statuses.splice(plan.broken!.at, 0, "invalid_tool_call");
+    assert.deepEqual(calls.map((c) => c.status), statuses);
+    const [tokens, lossMask, turns] = ["tokens", "loss_mask", "turn_idx"].map((c) => [...batch.listAt(c, i)]);
+    const trainedIn = (turn: number) => tokens.filter((_, t) => turns[t] === turn && lossMask[t]);
+    const brokenTurn = calls[plan.broken!.at].turn;
+    assert.equal(trainedIn(brokenTurn).length, 0, "the broken call's turn is not trained");
+    for (const turn of [1, 2, 3, 4].filter((t) => t !== brokenTurn)) {
+      assert.ok(trainedIn(turn).length > 0, `turn ${turn} is trained`);
+    }
+    const all = tokenizer.decode(tokens);
+    assert.ok(all.includes(plan.broken!.text), "the broken call is in the context");
+    assert.ok(all.includes("Error: invalid tool call"), "its error is in the context");
+    const trained = tokenizer.decode(tokens.filter((_, t) => lossMask[t]));
+    for (const expression of plan.calls) {
+      assert.ok(trained.includes(`"expression": "${expression}"`), trained);
+    }
+    assert.ok(trained.endsWith(`Final answer: ${task.answer}<|im_end|>`), trained);
+    assert.equal(batch.vector("correct").get(i), true);
+  }
+  assert.deepEqual([...atSeen].sort(), [0, 1], "both calls are broken in some trace");
+  // The copy phase trains on the plain calculator traces alone; the mix phase on every row.
+  const pools = tracePools(batch);
+  const plainTool = tasks.flatMap((task, row) => plans.get(task.id)!.kind === "tool" ? [row] : []);
+  assert.deepEqual(pools.tool, plainTool);
+  assert.deepEqual(pools.all, [...Array(batch.rows).keys()]);
+});
+
+Deno.test("the copy phase's pool is the rows that call the calculator, also when tasks share a prompt", async () => {
+  const { config, hash, tasks, root } = await multistepSetup();
+  // The generator repeats problems: the teacher writes a repeated prompt's trace from its first task's plan.
+  const repeated = [...tasks, ...tasks.slice(0, 8).map((task) => ({ ...task, id: `${task.id}-again` }))];
+  const settings = {
+    ...demoSettings(config).warmStart,
+    traces: repeated.length,
+    directFraction: 0.5,
+    recoveryFraction: 0,
+  };
+  const plans = tracePlans(repeated, settings, config.rollout.tools.calculator.max_operations);
+  const session = openSession(warmStartConfig(config, settings), hash, {
+    adapter: null,
+    showProgress: false,
+  });
+  const batch = await readStageFile(
+    await writeWarmStartBatch({ session, tasks: repeated, settings, dir: root }),
+    "batch",
+  );
+  await session.close();
+  const calls = batch.column("tool_calls") as Array<unknown[]>;
+  const ids = batch.column("task_id") as string[];
+  const withCalls = ids.flatMap((_, row) => calls[row].length > 0 ? [row] : []);
+  const planSaysTool = ids.flatMap((id, row) => plans.get(id)!.kind === "tool" ? [row] : []);
+  assert.notDeepEqual(planSaysTool, withCalls, "some repeated task's own plan differs from its trace");
+  assert.deepEqual(tracePools(batch).tool, withCalls);
+});
+
+Deno.test("recovery traces need a spare turn: max_turns too small for them is refused before any trace", async () => {
+  const { config, hash, tasks, root } = await multistepSetup();
+  config.rollout.environment.max_turns = 3;
+  const settings = { ...demoSettings(config).warmStart, traces: 8, recoveryFraction: 0.5 };
+  const session = openSession(warmStartConfig(config, settings), hash, {
+    adapter: null,
+    showProgress: false,
+  });
+  try {
+    await assert.rejects(
+      writeWarmStartBatch({ session, tasks, settings, dir: root }),
+      /max_turns: 3.*4 assistant turns.*set rollout\.environment\.max_turns to 4/s,
+    );
+    await assert.rejects(Deno.stat(join(root, "traces")), Deno.errors.NotFound);
+  } finally {
+    await session.close();
+  }
 });
 
 Deno.test("the probe's policy gives each turn's first token: a call in turns 1..k, then the answer", async () => {

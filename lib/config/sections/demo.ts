@@ -33,6 +33,14 @@ const warm_start = {
     maxOpen: true,
     doc: "share of traces that answer at once, without the calculator, with a plausible wrong number",
   }),
+  recovery_fraction: float({
+    default: 0,
+    min: 0,
+    max: 1,
+    doc:
+      "for this share of the calculator traces' tasks, a recovery trace besides: one call written broken, " +
+      "the tool's error, the call written again (the broken turn has no loss; mix phase only); 0 = none",
+  }),
   seed: int({
     default: null,
     nullable: true,
