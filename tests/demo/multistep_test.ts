@@ -13,6 +13,8 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import { readStageFile } from "../../lib/arrow/read.ts";
 import { loadConfig } from "../../lib/config/mod.ts";
+import type { Config } from "../../lib/config/schema.ts";
+import type { WarmStartSettings } from "../../lib/demo/settings.ts";
 import { loadTasks, type Task } from "../../lib/data/mod.ts";
 import { operationSteps } from "../../lib/data/arithmetic_steps.ts";
 import { buildDemoModel } from "../../lib/demo/model.ts";
@@ -67,22 +69,35 @@ async function multistepSetup() {
   return { config, hash, tasks, tools, root, tokenizer: await loadTokenizer(model.dir) };
 }
 
-Deno.test("multi-step traces make two successful calls, the second fed the first result, then answer right", async () => {
-  const { config, hash, tasks, root, tokenizer } = await multistepSetup();
-  const settings = {
-    ...demoSettings(config).warmStart,
-    traces: 16,
-    tracesPerStep: 8,
-    directFraction: 0.25,
-    recoveryFraction: 0,
-  };
+/** Writes the warm start's trace batch for `tasks` under `root` with `settings`; its path and the plans. */
+async function writeTraces(
+  { config, hash, root }: { config: Config; hash: string; root: string },
+  tasks: Task[],
+  settings: WarmStartSettings,
+) {
   const plans = tracePlans(tasks, settings, config.rollout.tools.calculator.max_operations);
   const session = openSession(warmStartConfig(config, settings), hash, {
     adapter: null,
     showProgress: false,
   });
-  const paths = [await writeWarmStartBatch({ session, tasks, settings, dir: root })];
-  await session.close();
+  try {
+    return { plans, path: await writeWarmStartBatch({ session, tasks, settings, dir: root }) };
+  } finally {
+    await session.close();
+  }
+}
+
+/** The multi-step warm-start settings with 16 traces, 8 per step, and `more`. */
+function sixteenTraces(config: Config, more: Partial<WarmStartSettings>): WarmStartSettings {
+  return { ...demoSettings(config).warmStart, traces: 16, tracesPerStep: 8, ...more };
+}
+
+Deno.test("multi-step traces make two successful calls, the second fed the first result, then answer right", async () => {
+  const setup = await multistepSetup();
+  const { config, tasks, tokenizer } = setup;
+  const settings = sixteenTraces(config, { directFraction: 0.25, recoveryFraction: 0 });
+  const { plans, path } = await writeTraces(setup, tasks, settings);
+  const paths = [path];
   let [row, tool] = [0, 0];
   for (const path of paths) {
     const rollouts = await readStageFile(path.replace(/batch\.arrow$/, "rollouts.arrow"), "rollouts");
@@ -148,22 +163,11 @@ Deno.test("recoveryPlans: a share of the calculator traces' tasks, the same call
 });
 
 Deno.test("recovery traces: written besides the others; the broken call fails, its turn has no loss, the call is written again", async () => {
-  const { config, hash, tasks, root, tokenizer } = await multistepSetup();
-  const settings = {
-    ...demoSettings(config).warmStart,
-    traces: 16,
-    tracesPerStep: 8,
-    directFraction: 0.25,
-    recoveryFraction: 1,
-  };
-  const plans = tracePlans(tasks, settings, config.rollout.tools.calculator.max_operations);
+  const setup = await multistepSetup();
+  const { config, tasks, tokenizer } = setup;
+  const settings = sixteenTraces(config, { directFraction: 0.25, recoveryFraction: 1 });
+  const { plans, path } = await writeTraces(setup, tasks, settings);
   const recovery = recoveryPlans(tasks, plans, settings);
-  const session = openSession(warmStartConfig(config, settings), hash, {
-    adapter: null,
-    showProgress: false,
-  });
-  const path = await writeWarmStartBatch({ session, tasks, settings, dir: root });
-  await session.close();
   const batch = await readStageFile(path, "batch");
   const withRecovery = tasks.filter((task) => recovery.has(task.id));
   assert.equal(batch.rows, 16 + withRecovery.length, "every plain trace, then the recovery traces");
@@ -206,7 +210,8 @@ Deno.test("recovery traces: written besides the others; the broken call fails, i
 });
 
 Deno.test("the copy phase's pool is the rows that call the calculator, also when tasks share a prompt", async () => {
-  const { config, hash, tasks, root } = await multistepSetup();
+  const setup = await multistepSetup();
+  const { config, tasks } = setup;
   // The generator repeats problems: the teacher writes a repeated prompt's trace from its first task's plan.
   const repeated = [...tasks, ...tasks.slice(0, 8).map((task) => ({ ...task, id: `${task.id}-again` }))];
   const settings = {
@@ -215,16 +220,8 @@ Deno.test("the copy phase's pool is the rows that call the calculator, also when
     directFraction: 0.5,
     recoveryFraction: 0,
   };
-  const plans = tracePlans(repeated, settings, config.rollout.tools.calculator.max_operations);
-  const session = openSession(warmStartConfig(config, settings), hash, {
-    adapter: null,
-    showProgress: false,
-  });
-  const batch = await readStageFile(
-    await writeWarmStartBatch({ session, tasks: repeated, settings, dir: root }),
-    "batch",
-  );
-  await session.close();
+  const { plans, path } = await writeTraces(setup, repeated, settings);
+  const batch = await readStageFile(path, "batch");
   const calls = batch.column("tool_calls") as Array<unknown[]>;
   const ids = batch.column("task_id") as string[];
   const withCalls = ids.flatMap((_, row) => calls[row].length > 0 ? [row] : []);
