@@ -5,14 +5,15 @@
  * (the model's weights and the warm start follow `train.seed`: docs/demo.md). Each run's outputs go to
  * runs/bench/demo_seeds/<config>/seed-N/ (its log beside them); its figures are read back from its run
  * directory (`demo.json`). The table: held-out greedy accuracy, calculator use and successful calls per
- * episode before and after GRPO, the gain, the warm start's copy steps, wall and CPU minutes, and the
- * machine's load (1-minute average) when the run started and ended; then the mean and the worst gain.
+ * episode before and after GRPO (and after it, the episodes by their number of successful calls), the gain,
+ * the warm start's copy steps, wall and CPU minutes, and the machine's load (1-minute average) when the run
+ * started and ended; then the mean and the worst gain.
  *
  * @module
  */
 
 import { basename, join, resolve } from "node:path";
-import { type DemoPoint, readDemoSummary } from "../lib/demo/result.ts";
+import { countsText, type DemoPoint, readDemoSummary } from "../lib/demo/result.ts";
 
 const ROOT = resolve(new URL("..", import.meta.url).pathname);
 
@@ -109,6 +110,8 @@ export async function runDemoSeeds(config: string, seeds: readonly number[], out
 }
 
 const pct = (x: number) => `${(100 * x).toFixed(1)}%`;
+/** Three decimals: over 200 episodes one call missing is 0.005, which two decimals round away. */
+const calls = (p: DemoPoint) => p.callsOk.toFixed(3);
 
 function pointText(before: DemoPoint, after: DemoPoint): string {
   return `accuracy ${pct(before.accuracy)} -> ${pct(after.accuracy)}`;
@@ -122,16 +125,17 @@ export function demoSeedsTable(r: { config: string; rows: DemoSeedRow[] }): stri
   const lines = [
     `### The demo on every seed (${r.config})`,
     "",
-    "| seed | held-out accuracy before → after | gain (points) | calculator use before → after | successful calls / episode before → after | copy steps | minutes | CPU minutes | load (start, end) |",
-    "| ---: | --- | ---: | --- | --- | ---: | ---: | ---: | --- |",
+    "| seed | held-out accuracy before → after | gain (points) | calculator use before → after | successful calls / episode before → after | episodes by successful calls, after | copy steps | minutes | CPU minutes | load (start, end) |",
+    "| ---: | --- | ---: | --- | --- | --- | ---: | ---: | ---: | --- |",
     ...r.rows.map((row) => {
       const load = row.load.map((x) => x.toFixed(1)).join(", ");
       if (row.error) {
-        return `| ${row.seed} | failed: ${row.error} | | | | | ${row.minutes.toFixed(1)} | ${load} |`;
+        return `| ${row.seed} | failed: ${row.error} | | | | | | ${row.minutes.toFixed(1)} | | ${load} |`;
       }
       const [b, a] = [row.before!, row.after!];
       return `| ${row.seed} | ${pct(b.accuracy)} → ${pct(a.accuracy)} | ${signed(row.gain!)} | ` +
-        `${pct(b.toolUse)} → ${pct(a.toolUse)} | ${b.callsOk.toFixed(2)} → ${a.callsOk.toFixed(2)} | ` +
+        `${pct(b.toolUse)} → ${pct(a.toolUse)} | ${calls(b)} → ${calls(a)} | ` +
+        `${countsText(a.callsOkEpisodes)} | ` +
         `${row.copySteps} | ${row.minutes.toFixed(1)} | ${row.cpuMinutes!.toFixed(1)} | ${load} |`;
     }),
     "",

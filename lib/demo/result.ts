@@ -21,6 +21,11 @@ export interface DemoPoint {
   toolUse: number;
   /** Calculator calls that ran without error, per episode. */
   callsOk: number;
+  /**
+   * Episodes by their number of calls that ran without error (index k: episodes with k). The mean alone
+   * can hide a miss: an episode with an extra call makes up for one with a call too few.
+   */
+  callsOkEpisodes: number[];
   episodes: number;
 }
 
@@ -60,8 +65,21 @@ export async function demoPoint(runDir: string, step: number): Promise<DemoPoint
     accuracy: share("correct"),
     toolUse: share("used_tool"),
     callsOk: ok.reduce((a, b) => a + Number(b), 0) / rows,
+    callsOkEpisodes: countsByValue(ok.map(Number)),
     episodes: file.rows,
   };
+}
+
+/** How many of `values` (non-negative integers) equal each k, for k from 0 to the largest. */
+export function countsByValue(values: readonly number[]): number[] {
+  const counts = new Array<number>(values.length ? Math.max(...values) + 1 : 0).fill(0);
+  for (const v of values) counts[v]++;
+  return counts;
+}
+
+/** `countsByValue`'s counts as text, the values that occur only: "1: 1, 2: 191, 3: 8". */
+export function countsText(counts: readonly number[]): string {
+  return counts.flatMap((n, k) => n > 0 ? [`${k}: ${n}`] : []).join(", ");
 }
 
 /** What the demo measured: the evaluation after the warm start (step 0) and after GRPO, and its times. */
@@ -106,7 +124,10 @@ export function summaryLines(
       gain.toFixed(1)
     } points)`,
     `calculator use: ${both((p) => pct(p.toolUse))}; successful calls per episode: ` +
-    both((p) => p.callsOk.toFixed(2)),
+    // Three decimals: over 200 episodes one call missing is 0.005, which two decimals round away.
+    `${both((p) => p.callsOk.toFixed(3))} (episodes by successful calls: ${
+      both((p) => countsText(p.callsOkEpisodes))
+    })`,
     `report: ${r.report} (demo took ${(r.seconds / 60).toFixed(1)} min; CPU ${
       (r.cpuSeconds / 60).toFixed(1)
     } min)`,

@@ -11,7 +11,14 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { loadConfig } from "../../lib/config/mod.ts";
-import { demoPoint, readDemoSummary, readWarmStartRecord, summaryLines } from "../../lib/demo/result.ts";
+import {
+  countsByValue,
+  countsText,
+  demoPoint,
+  readDemoSummary,
+  readWarmStartRecord,
+  summaryLines,
+} from "../../lib/demo/result.ts";
 import type { DemoPoint } from "../../lib/demo/result.ts";
 import { demo } from "../../lib/demo/run.ts";
 import { writeStageFile } from "../../lib/arrow/write.ts";
@@ -32,6 +39,7 @@ async function evaluateAdapter(config: Config, hash: string, adapter: string, st
       accuracy: summary.accuracy,
       toolUse: summary.tool_use_rate,
       callsOk: ok.reduce((a, b) => a + b, 0) / ok.length,
+      callsOkEpisodes: countsByValue(ok),
       episodes: summary.episodes,
     };
   } finally {
@@ -40,7 +48,8 @@ async function evaluateAdapter(config: Config, hash: string, adapter: string, st
 }
 
 function figures(p: DemoPoint) {
-  return { accuracy: p.accuracy, toolUse: p.toolUse, callsOk: p.callsOk, episodes: p.episodes };
+  const { accuracy, toolUse, callsOk, callsOkEpisodes, episodes } = p;
+  return { accuracy, toolUse, callsOk, callsOkEpisodes, episodes };
 }
 
 Deno.test("the demo reports the figures of its warm-start and final adapters, and its seed", async () => {
@@ -106,7 +115,15 @@ Deno.test("demoPoint reads held-out accuracy, calculator use and successful call
     accuracy: 0.5,
     toolUse: 8 / 12,
     callsOk: 1,
+    callsOkEpisodes: [4, 4, 4],
     episodes: 12,
   });
   await assert.rejects(() => demoPoint(dir, 0)); // no eval file of step 0
+});
+
+Deno.test("countsByValue counts episodes by successful calls; countsText names the counts that occur", () => {
+  assert.deepEqual(countsByValue([2, 2, 3, 1, 2]), [0, 1, 3, 1]);
+  assert.deepEqual(countsByValue([]), []);
+  assert.equal(countsText([0, 1, 191, 8]), "1: 1, 2: 191, 3: 8");
+  assert.equal(countsText([]), "");
 });
