@@ -97,33 +97,30 @@ Deno.test("multi-step traces make two successful calls, the second fed the first
   const { config, tasks, tokenizer } = setup;
   const settings = sixteenTraces(config, { directFraction: 0.25, recoveryFraction: 0 });
   const { plans, path } = await writeTraces(setup, tasks, settings);
-  const paths = [path];
-  let [row, tool] = [0, 0];
-  for (const path of paths) {
-    const rollouts = await readStageFile(path.replace(/batch\.arrow$/, "rollouts.arrow"), "rollouts");
-    const batch = await readStageFile(path, "batch");
-    for (let i = 0; i < batch.rows; i++, row++) {
-      const task = tasks[row];
-      const calls = rollouts.column("tool_calls")[i] as Array<{ status: string }>;
-      const trained = tokenizer.decode(
-        [...batch.listAt("tokens", i)].filter((_, t) => batch.listAt("loss_mask", i)[t]),
-      );
-      if (plans.get(task.id)!.kind === "direct") {
-        assert.equal(calls.length, 0);
-        assert.equal(batch.vector("correct").get(i), false);
-        continue;
-      }
-      tool++;
-      const [first, second] = operationSteps(task.meta!.expression as string);
-      assert.deepEqual(calls.map((c) => c.status), ["ok", "ok"], task.meta!.expression as string);
-      assert.ok(trained.includes(`"expression": "${first.expression}"`), trained);
-      assert.ok(second.expression.startsWith(`${first.result} `));
-      assert.ok(trained.includes(`"expression": "${second.expression}"`), trained);
-      assert.ok(trained.endsWith(`Final answer: ${task.answer}<|im_end|>`), trained);
-      assert.equal(batch.vector("correct").get(i), true);
+  const rollouts = await readStageFile(path.replace(/batch\.arrow$/, "rollouts.arrow"), "rollouts");
+  const batch = await readStageFile(path, "batch");
+  let tool = 0;
+  for (let row = 0; row < batch.rows; row++) {
+    const task = tasks[row];
+    const calls = rollouts.column("tool_calls")[row] as Array<{ status: string }>;
+    const trained = tokenizer.decode(
+      [...batch.listAt("tokens", row)].filter((_, t) => batch.listAt("loss_mask", row)[t]),
+    );
+    if (plans.get(task.id)!.kind === "direct") {
+      assert.equal(calls.length, 0);
+      assert.equal(batch.vector("correct").get(row), false);
+      continue;
     }
+    tool++;
+    const [first, second] = operationSteps(task.meta!.expression as string);
+    assert.deepEqual(calls.map((c) => c.status), ["ok", "ok"], task.meta!.expression as string);
+    assert.ok(trained.includes(`"expression": "${first.expression}"`), trained);
+    assert.ok(second.expression.startsWith(`${first.result} `));
+    assert.ok(trained.includes(`"expression": "${second.expression}"`), trained);
+    assert.ok(trained.endsWith(`Final answer: ${task.answer}<|im_end|>`), trained);
+    assert.equal(batch.vector("correct").get(row), true);
   }
-  assert.equal(row, 16);
+  assert.equal(batch.rows, 16);
   assert.ok(tool >= 8, `${tool} calculator traces`);
 });
 
