@@ -13,7 +13,7 @@
  */
 
 import { basename, join, resolve } from "node:path";
-import { countsText, type DemoPoint, readDemoSummary } from "../lib/demo/result.ts";
+import { callsText, countsText, type DemoPoint, readDemoSummary } from "../lib/demo/result.ts";
 
 const ROOT = resolve(new URL("..", import.meta.url).pathname);
 
@@ -110,8 +110,6 @@ export async function runDemoSeeds(config: string, seeds: readonly number[], out
 }
 
 const pct = (x: number) => `${(100 * x).toFixed(1)}%`;
-/** Three decimals: over 200 episodes one call missing is 0.005, which two decimals round away. */
-const calls = (p: DemoPoint) => p.callsOk.toFixed(3);
 
 function pointText(before: DemoPoint, after: DemoPoint): string {
   return `accuracy ${pct(before.accuracy)} -> ${pct(after.accuracy)}`;
@@ -134,7 +132,7 @@ export function demoSeedsTable(r: { config: string; rows: DemoSeedRow[] }): stri
       }
       const [b, a] = [row.before!, row.after!];
       return `| ${row.seed} | ${pct(b.accuracy)} → ${pct(a.accuracy)} | ${signed(row.gain!)} | ` +
-        `${pct(b.toolUse)} → ${pct(a.toolUse)} | ${calls(b)} → ${calls(a)} | ` +
+        `${pct(b.toolUse)} → ${pct(a.toolUse)} | ${callsText(b)} → ${callsText(a)} | ` +
         `${countsText(a.callsOkEpisodes)} | ` +
         `${row.copySteps} | ${row.minutes.toFixed(1)} | ${row.cpuMinutes!.toFixed(1)} | ${load} |`;
     }),

@@ -77,6 +77,14 @@ export function countsByValue(values: readonly number[]): number[] {
   return counts;
 }
 
+/**
+ * Successful calls per episode to three decimals: over 200 episodes one missing call is 0.005, which two
+ * decimals round away.
+ */
+export function callsText(p: DemoPoint): string {
+  return p.callsOk.toFixed(3);
+}
+
 /** `countsByValue`'s counts as text, the values that occur only: "1: 1, 2: 191, 3: 8". */
 export function countsText(counts: readonly number[]): string {
   return counts.flatMap((n, k) => n > 0 ? [`${k}: ${n}`] : []).join(", ");
@@ -124,10 +132,7 @@ export function summaryLines(
       gain.toFixed(1)
     } points)`,
     `calculator use: ${both((p) => pct(p.toolUse))}; successful calls per episode: ` +
-    // Three decimals: over 200 episodes one call missing is 0.005, which two decimals round away.
-    `${both((p) => p.callsOk.toFixed(3))} (episodes by successful calls: ${
-      both((p) => countsText(p.callsOkEpisodes))
-    })`,
+    `${both(callsText)} (episodes by successful calls: ${both((p) => countsText(p.callsOkEpisodes))})`,
     `report: ${r.report} (demo took ${(r.seconds / 60).toFixed(1)} min; CPU ${
       (r.cpuSeconds / 60).toFixed(1)
     } min)`,
