@@ -52,6 +52,18 @@ const turnFitsContext: Rule = ({ rollout: { generation } }) => {
   }
 };
 
+/** Guided tool calls mask the engine's logits each step: inference servers are not sent constraints. */
+const guidedCallsLocal: Rule = ({ rollout: { generation }, model }) => {
+  if (generation.guided_tool_calls && model.backend !== "local") {
+    throw new UserError("config key rollout.generation.guided_tool_calls", {
+      value: true,
+      why:
+        `model.backend ${model.backend} samples on inference servers, which this toolkit sends no constraints`,
+      fix: "set rollout.generation.guided_tool_calls to false, or model.backend to local",
+    });
+  }
+};
+
 /** Model-written code runs unsandboxed only when the user says so explicitly. */
 const sandboxOptIn: Rule = ({ rollout: { tools }, score }) => {
   const runsCode = tools.enabled.includes("execute_code") || score.rewards.code_exec !== undefined;
@@ -182,6 +194,7 @@ const RULES: Rule[] = [
   judgeEndpoint,
   computeDtype,
   demoHeads,
+  guidedCallsLocal,
 ];
 
 /** Throws the first cross-field violation as a `UserError`. */

@@ -51,6 +51,11 @@ export interface WarmStartSettings {
   probeTasks: number;
   /** Steps of the second phase, on all traces. */
   mixSteps: number;
+  /**
+   * The second phase's first learning rate; null: the rate the first phase stopped at. Lower, the second
+   * phase costs the copying less (docs/demo.md).
+   */
+  mixLr: number | null;
 }
 
 export interface DemoSettings {
@@ -85,6 +90,7 @@ export function demoSettings(config: Config): DemoSettings {
       probeEvery: w.probe_every,
       probeTasks: w.probe_tasks,
       mixSteps: w.mix_steps,
+      mixLr: w.mix_lr,
     },
   };
 }

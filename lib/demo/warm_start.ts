@@ -16,8 +16,8 @@
  *    phase is the same with or without them (docs/demo.md).
  *
  * The learning rate: a linear warm-up, then a cosine decay towards a tenth at `copyMaxSteps`; the mix
- * phase decays on from where the copy phase stopped to a tenth (`copyLr`, `mixLr`: this module runs its
- * own schedule, one rate per train call).
+ * phase decays from `settings.mixLr` (or from where the copy phase stopped) to a tenth (`copyLr`, `mixLr`:
+ * this module runs its own schedule, one rate per train call).
  *
  * The checkpoint is saved with a fresh optimizer state: GRPO's first steps are not scaled by the sft
  * gradients' Adam moments.
@@ -124,7 +124,7 @@ export async function warmStart(i: WarmStartInputs, onEvent?: WarmStartProgress)
     await probeNow();
     if (probes.at(-1)!.accuracy >= s.copyAccuracy) break;
   }
-  const start = copyLr(s, Math.max(copySteps, 1));
+  const start = s.mixLr ?? copyLr(s, Math.max(copySteps, 1));
   for (let k = 0; k < s.mixSteps; k++) await sft(pools.all, k, mixLr(s, k, start), "mix");
   if (!last) throw new RangeError("warm start: copyMaxSteps + mixSteps must be at least 1");
   await probeNow();

@@ -15,11 +15,16 @@
  *   token whenever the turn's tokens end with the rest of it.
  * - `presencePenalty`, `frequencyPenalty`: each id sampled c > 0 times in this turn loses
  *   `presence + frequency · c`.
+ * - `toolCalls`: inside a `<tool_call>` the turn opened, only the ids that keep the call well formed
+ *   (tool_call_guide.ts), within `allowedTokenIds` where both are given.
+ *
+ * The sampled token's log-prob is that of the distribution sampled from, constraints included.
  *
  * @module
  */
 
 import type { RowConstraints } from "./feeds.ts";
+import { type GuidedRow, guidedRow, type ToolCallGuide } from "./tool_call_guide.ts";
 
 /** A turn's constraints (plain data: they cross to the policy's Worker). */
 export interface SamplingConstraints {
@@ -34,6 +39,8 @@ export interface SamplingConstraints {
   badWords?: readonly (readonly number[])[];
   presencePenalty?: number;
   frequencyPenalty?: number;
+  /** Guided tool calls: a call's tokens keep it well formed. */
+  toolCalls?: ToolCallGuide;
 }
 
 /** Whether `c` constrains anything (an empty object does not). */
@@ -41,7 +48,7 @@ export function hasConstraints(c: SamplingConstraints | undefined): c is Samplin
   if (!c) return false;
   return (c.logitBias?.length ?? 0) > 0 || c.allowedTokenIds !== undefined ||
     ((c.minTokens ?? 0) > 0 && (c.minTokensBlocked?.length ?? 0) > 0) || (c.badWords?.length ?? 0) > 0 ||
-    (c.presencePenalty ?? 0) !== 0 || (c.frequencyPenalty ?? 0) !== 0;
+    (c.presencePenalty ?? 0) !== 0 || (c.frequencyPenalty ?? 0) !== 0 || c.toolCalls !== undefined;
 }
 
 /** The row to feed for the next token of a turn that has sampled `sampled`; null when nothing applies. */
@@ -58,12 +65,29 @@ export function rowConstraints(
     if (endsWith(sampled, word, word.length - 1)) add(word[word.length - 1], -Infinity);
   }
   addPenalties(c, sampled, add);
-  if (c.allowedTokenIds !== undefined) {
-    const ids = [...new Set(c.allowedTokenIds)];
+  const guided = c.toolCalls ? guidedRow(c.toolCalls, sampled) : null;
+  if (guided?.banned) { for (const id of guided.ids) add(id, -Infinity); }
+  const allowed = allowedIds(c.allowedTokenIds, guided);
+  if (allowed !== undefined) {
+    const ids = [...new Set(allowed)];
     return { onlyListed: true, ids, bias: ids.map((id) => bias.get(id) ?? 0) };
   }
   if (bias.size === 0) return null;
   return { onlyListed: false, ids: [...bias.keys()], bias: [...bias.values()] };
+}
+
+/**
+ * The ids the row may sample: `allowedTokenIds`, narrowed inside a guided tool call (whose banned ids
+ * are already biased to −∞); undefined: any.
+ */
+function allowedIds(
+  listed: readonly number[] | undefined,
+  guided: GuidedRow | null,
+): readonly number[] | undefined {
+  if (guided === null || guided.banned) return listed;
+  if (listed === undefined) return guided.ids;
+  const keep = new Set(listed);
+  return guided.ids.filter((id) => keep.has(id));
 }
 
 /** Whether `tokens` ends with the first `n` entries of `word` (n = 0: always). */

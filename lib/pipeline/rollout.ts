@@ -19,6 +19,7 @@ import { Limiter } from "../rollout/limiter.ts";
 import { RolloutProgress } from "../rollout/progress.ts";
 import { type Episode, runRollout } from "../rollout/rollout.ts";
 import { toolSpecs } from "../tools/registry.ts";
+import { toolCallGuide } from "../rollout/guided_calls.ts";
 import type { StageOutput } from "./output.ts";
 import type { Session } from "./session.ts";
 
@@ -73,6 +74,7 @@ export async function rollout(
     tools,
     new Limiter(settings.tools.max_concurrency),
   );
+  const specs = toolSpecs([...tools.values()]);
   const bar = new RolloutProgress(tasks.length * settings.group_size, session.showProgress);
   const started = performance.now();
   const episodes = await runRollout(policy, tokenizer, tasks, makeEnv, {
@@ -86,7 +88,10 @@ export async function rollout(
     topK: g.top_k,
     topP: g.top_p,
     enableThinking: g.enable_thinking,
-    toolSpecs: toolSpecs([...tools.values()]),
+    toolSpecs: specs,
+    toolCallGuide: g.guided_tool_calls
+      ? toolCallGuide(tokenizer, specs, policy.config.vocab_size)
+      : undefined,
     groupIds: request.groupIds,
     onEpisode: (episode) => bar.add(episode),
   });

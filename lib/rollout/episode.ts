@@ -18,6 +18,7 @@
 
 import type { ChatMessage, ChatTokenizer, ToolSpec } from "../model/chat.ts";
 import type { Policy } from "../engine/policy.ts";
+import type { ToolCallGuide } from "../engine/tool_call_guide.ts";
 import type { ToolCallRecord } from "./dispatch.ts";
 import { episodeStatus } from "./dispatch.ts";
 import type { Environment, EnvMessage } from "./environment.ts";
@@ -34,6 +35,8 @@ export interface EpisodeOptions {
   enableThinking: boolean;
   /** Offered to the model in the prompt (empty: none). */
   toolSpecs: ToolSpec[];
+  /** Guided tool calls: each call's tokens keep it well formed (`rollout.generation.guided_tool_calls`). */
+  toolCallGuide?: ToolCallGuide;
   /**
    * Rendered prompts by their messages, shared by a rollout's episodes: a group's episodes have the same
    * prompt, and rendering the chat template is the costliest JS work of a short episode.
@@ -78,6 +81,7 @@ async function sample(
         topK: o.topK,
         topP: o.topP,
         stopTokens: [tokenizer.eosTokenId],
+        ...(o.toolCallGuide ? { constraints: { toolCalls: o.toolCallGuide } } : {}),
       });
       const stopped = g.finishReason === "stop";
       const body = stopped ? g.tokens.slice(0, -1) : g.tokens;

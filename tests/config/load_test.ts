@@ -209,6 +209,13 @@ Deno.test("cross-field rules run before any model loads", () => {
   expectUserError(() => validateWith("rollout.tools.enabled", ["read_file"]), "read_file_root");
   expectUserError(() => validateWith("data.source", "gsm8k"), "data.path", "gsm8k");
   expectUserError(() => validateWith("data.arithmetic.min_operands", 5), "min_operands (got 5)");
+  const guided = { generation: { guided_tool_calls: true } };
+  assert.equal(validateConfig({ rollout: guided }).rollout.generation.guided_tool_calls, true);
+  expectUserError(
+    () => validateConfig({ rollout: guided, model: { backend: "vllm", server: { urls: ["http://h:8000"] } } }),
+    "guided_tool_calls",
+    "model.backend vllm",
+  );
 });
 
 Deno.test("loadConfig names the file in validation and YAML errors", async () => {

@@ -156,6 +156,7 @@ Deno.test("warmStart trains in one process, probes, lowers the loss, and saves a
     probeEvery: 2,
     probeTasks: 4,
     mixSteps: 4,
+    mixLr: null,
     lr: 2e-2,
     warmupSteps: 0,
   };

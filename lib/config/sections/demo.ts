@@ -77,6 +77,14 @@ const warm_start = {
     min: 0,
     doc: "steps of the second phase, on all traces; the learning rate decays to a tenth over them",
   }),
+  mix_lr: float({
+    default: null,
+    nullable: true,
+    min: 0,
+    minOpen: true,
+    doc: "learning rate the second phase starts at (then a cosine decay to a tenth of lr); null = the rate " +
+      "the first phase stopped at",
+  }),
 };
 
 export const demo = { model, warm_start };

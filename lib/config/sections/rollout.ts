@@ -37,6 +37,11 @@ const generation = {
     min: 0,
     doc: "run seed; per-sample seeds derive from it, the step, the task and the sample index",
   }),
+  guided_tool_calls: bool({
+    default: false,
+    doc: "inside a <tool_call>, sample only tokens that keep the call well formed for an offered tool " +
+      "(a grammar over the Hermes format and the tools' parameter types; local engine only; docs/tool_calls.md)",
+  }),
 };
 
 const tools = {
