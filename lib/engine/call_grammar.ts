@@ -44,7 +44,12 @@ interface Node {
   free?: boolean;
 }
 
-const BIDI = new Set([
+/**
+ * The bidirectional controls the strict parser refuses in a string: lib/rollout/sanitize.ts's
+ * `BIDI_CONTROLS`, repeated because the engine does not import the rollout (a test holds them equal).
+ */
+export const STRING_BIDI_CONTROLS: ReadonlySet<number> = new Set([
+  0x061c,
   0x200e,
   0x200f,
   0x202a,
@@ -63,7 +68,7 @@ const nonZero: Test = (c) => c >= "1" && c <= "9";
 const hex: Test = (c) => /^[0-9a-fA-F]$/.test(c);
 const stringChar: Test = (c) => {
   const code = c.codePointAt(0)!;
-  return code >= 0x20 && c !== '"' && c !== "\\" && code !== 0x7f && !BIDI.has(code);
+  return code >= 0x20 && c !== '"' && c !== "\\" && code !== 0x7f && !STRING_BIDI_CONTROLS.has(code);
 };
 const escape: Test = (c) => '"\\/bfnrt'.includes(c);
 

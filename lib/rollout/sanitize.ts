@@ -20,7 +20,7 @@ export const REPLACEMENT = "\uFFFD";
  * Bidirectional formatting controls: ALM, LRM, RLM, the embeddings / overrides (U+202A–U+202E) and the
  * isolates (U+2066–U+2069).
  */
-const BIDI_CONTROLS = new Set([
+export const BIDI_CONTROLS = new Set([
   0x061c,
   0x200e,
   0x200f,

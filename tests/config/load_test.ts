@@ -212,7 +212,8 @@ Deno.test("cross-field rules run before any model loads", () => {
   const guided = { generation: { guided_tool_calls: true } };
   assert.equal(validateConfig({ rollout: guided }).rollout.generation.guided_tool_calls, true);
   expectUserError(
-    () => validateConfig({ rollout: guided, model: { backend: "vllm", server: { urls: ["http://h:8000"] } } }),
+    () =>
+      validateConfig({ rollout: guided, model: { backend: "vllm", server: { urls: ["http://h:8000"] } } }),
     "guided_tool_calls",
     "model.backend vllm",
   );

@@ -7,11 +7,12 @@
  */
 
 import assert from "node:assert/strict";
-import { CallGrammar, type GuidedTool } from "../../lib/engine/call_grammar.ts";
+import { CallGrammar, type GuidedTool, STRING_BIDI_CONTROLS } from "../../lib/engine/call_grammar.ts";
 import { guidedTokenIds } from "../../lib/engine/tool_call_guide.ts";
 import { LocalPolicy } from "../../lib/engine/local_policy.ts";
 import { loadTokenizer } from "../../lib/model/tokenizer.ts";
 import { guidedTool, toolCallGuide } from "../../lib/rollout/guided_calls.ts";
+import { BIDI_CONTROLS } from "../../lib/rollout/sanitize.ts";
 import { parseToolCalls } from "../../lib/rollout/tool_calls.ts";
 import { makeCalculatorTool } from "../../lib/tools/calculator.ts";
 import { toolSpecs } from "../../lib/tools/registry.ts";
@@ -51,6 +52,12 @@ Deno.test("the call grammar: the template's calls, their prefixes, and the demo'
   assert.equal(accepts(g, '\n{"name": "calculator", "arguments": "2 - 2 - 1"'), "no");
   assert.equal(accepts(g, '\n{"name": "calculator", "arguments": {"expression": "3\n{" 9"}}'), "no");
   assert.equal(accepts(g, '\n{"name": "calc", "arguments": {}}\n'), "no");
+  // A string holds no character the strict parser refuses: control and bidirectional-control characters.
+  assert.deepEqual([...STRING_BIDI_CONTROLS].sort(), [...BIDI_CONTROLS].sort());
+  for (const ch of ["\u0001", "\u007f", ...[...BIDI_CONTROLS].map((c) => String.fromCodePoint(c))]) {
+    const body = `\n{"name": "calculator", "arguments": {"expression": "1${ch}`;
+    assert.equal(accepts(g, body), "no", `U+${ch.codePointAt(0)!.toString(16)}`);
+  }
   assert.equal(accepts(g, '\n{"name": "calculator", "arguments": {}}\n'), "no", "expression is required");
   // Optional properties may be left out; present ones keep the schema's order and types.
   assert.equal(accepts(g, '\n{"name": "pick", "arguments": {"color": "red", "flag": true}}\n'), "complete");
