@@ -47,7 +47,7 @@ interface Compiled {
   rows: Map<string, GuidedRow>;
 }
 
-/** Guides kept compiled; a process uses one or two (a rollout's tools, the server's). */
+/** Guides kept compiled, by key (a process rarely has more than one set of tools and vocabulary). */
 const compiled = new Map<string, Compiled>();
 const KEEP = 8;
 
