@@ -18,6 +18,8 @@
  * @module
  */
 
+import { BIDI_CONTROLS } from "../bidi_controls.ts";
+
 /** A property of a guided tool's arguments. */
 export interface GuidedParam {
   name: string;
@@ -44,24 +46,8 @@ interface Node {
   free?: boolean;
 }
 
-/**
- * The bidirectional controls the strict parser refuses in a string: lib/rollout/sanitize.ts's
- * `BIDI_CONTROLS`, repeated because the engine does not import the rollout (a test holds them equal).
- */
-export const STRING_BIDI_CONTROLS: ReadonlySet<number> = new Set([
-  0x061c,
-  0x200e,
-  0x200f,
-  0x202a,
-  0x202b,
-  0x202c,
-  0x202d,
-  0x202e,
-  0x2066,
-  0x2067,
-  0x2068,
-  0x2069,
-]);
+/** The bidirectional controls the strict parser refuses in a string (lib/bidi_controls.ts). */
+export const STRING_BIDI_CONTROLS: ReadonlySet<number> = BIDI_CONTROLS;
 const is = (ch: string): Test => (c) => c === ch;
 const digit: Test = (c) => c >= "0" && c <= "9";
 const nonZero: Test = (c) => c >= "1" && c <= "9";

@@ -13,27 +13,12 @@
  * @module
  */
 
+import { BIDI_CONTROLS } from "../bidi_controls.ts";
+
 /** U+FFFD, what every unsafe character becomes. */
 export const REPLACEMENT = "\uFFFD";
 
-/**
- * Bidirectional formatting controls: ALM, LRM, RLM, the embeddings / overrides (U+202A–U+202E) and the
- * isolates (U+2066–U+2069).
- */
-export const BIDI_CONTROLS = new Set([
-  0x061c,
-  0x200e,
-  0x200f,
-  0x202a,
-  0x202b,
-  0x202c,
-  0x202d,
-  0x202e,
-  0x2066,
-  0x2067,
-  0x2068,
-  0x2069,
-]);
+export { BIDI_CONTROLS };
 
 /** Why one character is unsafe, or undefined when it is fine. */
 function unsafeKind(code: number, next: number, prev: number): string | undefined {
