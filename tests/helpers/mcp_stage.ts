@@ -36,6 +36,8 @@ function script(_prompt: readonly number[], turn: number): string {
  */
 function killServers(marker: string): void {
   const pids = childPids(marker);
+  // A kill that finds nothing would let the stage finish and the test prove nothing: say so instead.
+  if (pids.length === 0) throw new Error(`mcp_stage: no server of ours matches ${marker} to kill`);
   const inside = pids.flatMap((pid) => descendants(pid));
   for (const pid of [...inside, ...pids]) {
     try {

@@ -140,6 +140,19 @@ mcpTest("scripted calls reach the servers and come back as tool responses with t
   await Deno.remove(root, { recursive: true });
 });
 
+// What the stage does when a stdio MCP server dies (lib/tools/mcp/connection.ts), and why this test
+// failed under load (issue 28). A server is an infrastructure fault whenever it dies: the stage stops with
+// one line naming it (exit 1, no rollouts file); only a call the server itself refuses is the model's data.
+// - Before the first call, or between calls: the next call finds it gone. Three signs can come first: the
+//   write of the request fails (its stdin has no reader), its stdout ends, or its exit status arrives.
+//   The stage used to count only the last two: when the failed write came first, and the exit had not yet
+//   been seen (a 0 ms look, lost under load), the call was a `tool_error`, the episode went on, and the
+//   stage exited 0. A failed write now closes the connection too, so every order ends the same way.
+// - During a call: its stdout ends, the SDK rejects the pending request, and the exit is awaited (2 s).
+// - Alive but unreachable (stdin closed or stdout ended): it is killed, and named as such.
+// Here the kill happens before turn 2, after turn 1's call has come back, and the helper waits until the
+// jail is gone; whichever sign the stage sees first, the outcome is the same, so load cannot change it.
+// tests/tools/mcp_units_test.ts covers each point with the fixture server, the failed write without a race.
 mcpTest("a filesystem server killed mid-rollout stops the stage with one line naming it", async () => {
   const root = await tempRoot("mcp-kill-");
   const dir = await Deno.makeTempDir({ prefix: "mcp-kill-out-" });

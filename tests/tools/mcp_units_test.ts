@@ -18,6 +18,7 @@ import { describeContent, resultToTool } from "../../lib/tools/mcp/content.ts";
 import { loadTools, type ToolSet } from "../../lib/tools/registry.ts";
 import { assertRefused, stage } from "../helpers/commands.ts";
 import {
+  childPids,
   EVERYTHING,
   everythingServer,
   FILESYSTEM,
@@ -164,6 +165,70 @@ mcpTest("a JSON-RPC error answer is invalid_arguments; a server that exits stops
       assert.ok(!e.message.includes("\n"));
       return true;
     });
+  } finally {
+    await tools.close();
+  }
+});
+
+/** Asserts that `calls` stop the stage with the one-line McpServerError of the fixture's exit `how`. */
+async function assertServerDied(calls: Promise<unknown>, how: string): Promise<void> {
+  await assert.rejects(calls, (e: Error) => {
+    assert.equal(e.name, "McpServerError", e.message);
+    assert.match(e.message, new RegExp(`^mcp server "fixture": it exited during the rollout \\(${how}\\)`));
+    assert.ok(!e.message.includes("\n"));
+    return true;
+  });
+}
+
+/** SIGKILLs the fixture server this process started (sandbox none: its own process group). */
+function killFixture(): void {
+  const [pid] = childPids(FIXTURE_SERVER);
+  assert.ok(pid !== undefined, "the fixture server is running");
+  Deno.kill(-pid, "SIGKILL");
+}
+
+// A server that dies before or between calls is found out by the next call, at once or a moment later:
+// its stdin is gone (the write fails), or its stdout ends, or its exit is seen. Whichever comes first, the
+// outcome is the same McpServerError; before, a failed write seen before the exit was a tool_error and
+// the episode went on (issue 28: under load the stage then exited 0). Each case runs a few times, with
+// the next call sent at once, so the order in which the loss shows varies.
+mcpTest("a server that dies before or between calls stops the stage at the next call", async () => {
+  for (let i = 0; i < 3; i++) {
+    const tools = await toolsOf([fixture]);
+    try {
+      killFixture(); // before the first call, the next one sent at once
+      await assertServerDied(callAll(tools, [["ping", {}]]), "killed by SIGKILL");
+    } finally {
+      await tools.close();
+    }
+  }
+  for (let i = 0; i < 3; i++) {
+    const tools = await toolsOf([fixture]);
+    try {
+      const [pong] = await callAll(tools, [["ping", {}]]);
+      assert.deepEqual([pong.status, pong.output], ["ok", "pong"]);
+      const [bye] = await callAll(tools, [["last", {}]]); // answers, then exits with code 4
+      assert.deepEqual([bye.status, bye.output], ["ok", "bye"]);
+      await assertServerDied(callAll(tools, [["ping", {}]]), "exit code 4");
+    } finally {
+      await tools.close();
+    }
+  }
+});
+
+// The one order that needs no race to show: the server closed its stdin and runs on, so the next call's
+// write fails while the process is alive. That is a server the stage can no longer reach.
+mcpTest("a server that stops reading its stdin is stopped, and stops the stage", async () => {
+  const tools = await toolsOf([fixture]);
+  try {
+    const [deaf] = await callAll(tools, [["deaf", {}]]);
+    assert.deepEqual([deaf.status, deaf.output], ["ok", "deaf now"]);
+    await assert.rejects(callAll(tools, [["ping", {}]]), (e: Error) => {
+      assert.equal(e.name, "McpServerError", e.message);
+      assert.match(e.message, /^mcp server "fixture": it stopped reading its stdin and was stopped\. Fix: /);
+      return true;
+    });
+    assert.deepEqual(childPids(FIXTURE_SERVER), [], "the server was stopped");
   } finally {
     await tools.close();
   }

@@ -51,7 +51,7 @@ export class McpConnection {
   readonly #process?: ServerProcess;
   readonly #http?: HttpTransport;
   #closing = false;
-  /** The transport closed (for a stdio server: its stdout ended) without our asking. */
+  /** The transport closed (for a stdio server: its stdout ended or its stdin broke) without our asking. */
   #lost = false;
 
   private constructor(server: McpServerConfig, client: Client, via: ServerProcess | HttpTransport) {
@@ -163,8 +163,9 @@ export class McpConnection {
       const status = await exitedWithin(this.#process, closed ? EXIT_WAIT_MS : 0);
       if (status !== undefined) throw died(this.server, status, this.#process);
       if (!closed) throw error;
-      this.#process.kill(); // it closed its stdout but lives on: it can no longer answer
-      throw died(this.server, await this.#process.exited, this.#process);
+      this.#process.kill(); // it closed its stdout or its stdin but lives on: it can no longer answer
+      await this.#process.exited;
+      throw stopped(this.server, this.#process);
     }
   }
 }
@@ -228,6 +229,15 @@ function died(server: McpServerConfig, status: Deno.CommandStatus, process: Serv
   return new McpServerError(server.name, {
     why,
     fix: "find out why it stopped (its stderr, memory_mb, the paths it needs), then run the stage again",
+  });
+}
+
+/** A server that lives on but can no longer be talked to, which the client has killed. */
+function stopped(server: McpServerConfig, process: ServerProcess): Error {
+  const what = process.stdinBroken ? "stopped reading its stdin" : "closed its stdout";
+  return new McpServerError(server.name, {
+    why: `it ${what} and was stopped${withStderr(process.stderrText())}`,
+    fix: "find out why it stopped answering (its stderr, the paths it needs), then run the stage again",
   });
 }
 

@@ -35,6 +35,8 @@ export class ServerProcess {
   readonly exited: Promise<Deno.CommandStatus>;
   /** Why we stopped reading it, when it was our doing (a message over the limit). */
   overflow = false;
+  /** A write failed: nothing reads its stdin any more (it exited, or closed it). */
+  stdinBroken = false;
   readonly #child: Deno.ChildProcess;
   readonly #spec: ServerProcessSpec;
   readonly #writer: WritableStreamDefaultWriter<Uint8Array>;
@@ -59,9 +61,14 @@ export class ServerProcess {
     void this.#readStderr();
   }
 
-  /** Writes one line to the server's stdin; rejects when the server is gone. */
+  /** Writes one line to the server's stdin; rejects when the server is gone or no longer reads it. */
   async write(line: string): Promise<void> {
-    await this.#writer.write(new TextEncoder().encode(line));
+    try {
+      await this.#writer.write(new TextEncoder().encode(line));
+    } catch (error) {
+      this.stdinBroken = true;
+      throw error;
+    }
   }
 
   /** Calls `onLine` with each stdout line (without its newline), until stdout ends. */

@@ -4,7 +4,9 @@
  * is started our way: a clean environment, inside bubblewrap or its own process group, killed whole.
  *
  * A stdout line that is not a JSON-RPC message (a server logging to stdout) is reported through
- * `onerror` and skipped; the connection closes (`onclose`) when the process's stdout ends.
+ * `onerror` and skipped; the connection closes (`onclose`) when the process's stdout ends, or when a
+ * message cannot be written because its stdin is gone (a server that died between two calls: the write
+ * can fail before its stdout's end or its exit has been seen, and must count as the same loss).
  *
  * @module
  */
@@ -33,7 +35,12 @@ export class ProcessTransport implements Transport {
 
   async send(message: JSONRPCMessage): Promise<void> {
     if (this.#closed) throw new Error("the server's connection is closed");
-    await this.process.write(serializeMessage(message));
+    try {
+      await this.process.write(serializeMessage(message));
+    } catch (error) {
+      this.#finish();
+      throw error;
+    }
   }
 
   async close(): Promise<void> {
