@@ -35,7 +35,7 @@ class DeviceBound implements BoundTensor {
 }
 
 /** Element types a host tensor may have on the device. */
-const DEVICE_TYPES = new Set(["float32", "int32", "int64"]);
+const DEVICE_TYPES = new Set(["float32", "float16", "int32", "int64"]);
 
 export class DeviceEngineSession implements EngineSession {
   readonly backend = "device";
@@ -87,7 +87,7 @@ export class DeviceEngineSession implements EngineSession {
   }
 
   #upload(host: HostTensor): DeviceTensor {
-    const tensor = this.device.tensor(host.type as "float32" | "int32" | "int64", host.dims);
+    const tensor = this.device.tensor(host.type as "float32" | "float16" | "int32" | "int64", host.dims);
     const source = OrtTensor.of(host);
     try {
       this.device.upload([[source, tensor]]);

@@ -17,7 +17,7 @@
 import type { ModelDir } from "../model/model_dir.ts";
 import type { Qwen3Config } from "../model/hf_config.ts";
 import { type LoraShape, loraTensorSpecs, type LoraWeights, zeroLoraWeights } from "../model/lora.ts";
-import { LORA_SCALE_INPUT } from "../model/graph/lora_inputs.ts";
+import { groupedLora, loraGroupSpecs } from "../model/graph/lora_inputs.ts";
 import { buildInferenceModel, IO } from "./infer_graph.ts";
 import { type ComputeDtype, graphForms } from "../model/graph/forms.ts";
 import type { DeviceTensor } from "../ort/device.ts";
@@ -35,7 +35,6 @@ import { type Alternatives, type ScoredWithAlternatives, Scorer } from "./scorin
 import {
   bool,
   constraintFeeds,
-  float32,
   int32,
   int64,
   type RowConstraints,
@@ -150,11 +149,18 @@ export class InferenceEngine {
         );
       }
     }
-    const feeds: Record<string, BoundTensor> = {
-      [LORA_SCALE_INPUT]: this.#session.bind(float32([scale], [])),
-    };
-    for (const t of specs) {
-      feeds[t.key] = this.#session.bind({ type: "float32", data: values.get(t.key)!, dims: t.dims }); // no copy
+    // The inference graph takes the adapter per group of Linears, the scale folded in (lora_inputs.ts).
+    const grouped = groupedLora(this.config, this.lora, values, scale);
+    const feeds: Record<string, BoundTensor> = {};
+    for (const spec of loraGroupSpecs(this.config, this.lora)) {
+      for (const t of [spec.a, spec.b]) {
+        const data = grouped.get(t.name)!;
+        feeds[t.name] = this.#session.bind(
+          this.#compute === "float16"
+            ? { type: "float16", data: Float16Array.from(data), dims: t.dims }
+            : { type: "float32", data, dims: t.dims },
+        );
+      }
     }
     this.#releaseLora();
     this.#loraFeeds = feeds;

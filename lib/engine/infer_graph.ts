@@ -109,7 +109,7 @@ export function buildInferenceModel(
     value: g.input(IO.pastValue(l), forms.compute, ["B", nKV, "M", D]),
   }));
   const weights = addCheckpointWeights(g, model, shared, forms.compute);
-  const loraInputs = addLoraInputs(g, cfg, lora);
+  const loraInputs = addLoraInputs(g, cfg, lora, "groups", forms.compute);
   const rope = ropeTables(D, cfg.rope_theta, cfg.max_position_embeddings);
   const table = (name: string, data: Float32Array) =>
     toDtype(g, g.initializer(name, data, [rope.positions, rope.half]), forms.compute); // [P, D/2]

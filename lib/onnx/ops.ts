@@ -18,6 +18,7 @@ import type { Bound, OpDef } from "./op_def.ts";
 import { CONTRIB_OPS } from "./ops_contrib.ts";
 import { CONTROL_OPS } from "./ops_control.ts";
 import { ELEMENTWISE_OPS, MATH_OPS } from "./ops_math.ts";
+import { NORM_OPS } from "./ops_norm.ts";
 import { REDUCE_OPS } from "./ops_reduce.ts";
 import { SHAPE_OPS } from "./ops_shape.ts";
 
@@ -31,6 +32,7 @@ export const OPS = {
   ...SHAPE_OPS,
   ...CONTROL_OPS,
   ...CONTRIB_OPS,
+  ...NORM_OPS,
 };
 
 /** An op type the table knows. */

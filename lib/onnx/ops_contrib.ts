@@ -1,13 +1,18 @@
 /**
- * Op table, `com.microsoft` contrib ops used for generation: GroupQueryAttention (causal attention
- * with a KV cache that may be a pre-allocated buffer shared between past and present) and
- * RotaryEmbedding. These are fused ops — documented exceptions to "few primitive ops" — used by the
- * generate graph only; the train graph composes attention from primitive ops so that every step
- * has a gradient rule.
+ * Op table, `com.microsoft` contrib ops: GroupQueryAttention (causal attention with a KV cache that may
+ * be a pre-allocated buffer shared between past and present; generation only, no gradient rule: the
+ * train graph composes attention from primitive ops) and RotaryEmbedding (RoPE in one kernel, in both
+ * graphs). These are fused ops — documented exceptions to "few primitive ops".
+ *
+ * RotaryEmbedding's gradient: RoPE turns each pair (x_i, x_{i+D/2}) by the angle of its position, an
+ * orthogonal map, so its transpose turns by the opposite angle: `dx = RotaryEmbedding(dy)` with the sin
+ * table negated (a Neg of a constant table, folded when the session loads). compose.ts `rope` is the
+ * primitive form it replaces (six kernels forward per tensor, more backward).
  */
 
 import { attr, type GraphBuilder, type Value } from "./builder.ts";
-import { check, def } from "./op_def.ts";
+import { gradOps, intAttr, outGrad } from "./grad_util.ts";
+import { check, def, type GradContext } from "./op_def.ts";
 
 /** Contrib domain name. */
 export const MS_DOMAIN = "com.microsoft";
@@ -128,8 +133,25 @@ function rotaryEmbedding(
   return g.op("RotaryEmbedding", [x, positionIds, cos, sin], attrs, { domain: MS_DOMAIN, shape: x.shape });
 }
 
+/** dx = RoPE of dy by the opposite angles (sin negated); the positions and tables carry no gradient. */
+function rotaryEmbeddingGrad(ctx: GradContext): (Value | null)[] {
+  const [, positionIds, cos, sin] = ctx.node.inputs as Value[];
+  const optional = (name: string) => (name in ctx.node.attrs ? intAttr(ctx.node, name, 0) : undefined);
+  const o: RotaryOptions = {
+    interleaved: intAttr(ctx.node, "interleaved", 0) === 1,
+    numHeads: optional("num_heads"),
+    rotaryEmbeddingDim: optional("rotary_embedding_dim"),
+  };
+  const back = rotaryEmbedding(ctx.g, outGrad(ctx), positionIds, cos, gradOps(ctx.g).Neg(sin), o);
+  return [ctx.wants[0] ? back : null, null, null, null];
+}
+
 /** Contrib ops (domain `com.microsoft`, version 1). */
 export const CONTRIB_OPS = {
   GroupQueryAttention: def("GroupQueryAttention", groupQueryAttention, { domain: MS_DOMAIN }),
-  RotaryEmbedding: def("RotaryEmbedding", rotaryEmbedding, { domain: MS_DOMAIN, nondiff: [1, 2, 3] }),
+  RotaryEmbedding: def("RotaryEmbedding", rotaryEmbedding, {
+    domain: MS_DOMAIN,
+    grad: rotaryEmbeddingGrad,
+    nondiff: [1, 2, 3],
+  }),
 };

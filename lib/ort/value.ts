@@ -15,11 +15,12 @@
 import { check, ortApi, outPointer, outSlot } from "./api.ts";
 
 /** Element types the engine exchanges with graphs. */
-export type TensorType = "float32" | "float64" | "int32" | "int64" | "uint8" | "bool";
+export type TensorType = "float32" | "float16" | "float64" | "int32" | "int64" | "uint8" | "bool";
 
 /** The typed array of each element type (bool: one byte per element). */
 export interface TensorArrays {
   float32: Float32Array;
+  float16: Float16Array;
   float64: Float64Array;
   int32: Int32Array;
   int64: BigInt64Array;
@@ -38,6 +39,7 @@ export interface HostTensor<T extends TensorType = TensorType> {
 /** `ONNXTensorElementDataType` values (onnxruntime_c_api.h). */
 const ELEMENT_TYPE: Record<TensorType, number> = {
   float32: 1,
+  float16: 10,
   uint8: 2,
   int32: 6,
   int64: 7,
@@ -47,6 +49,7 @@ const ELEMENT_TYPE: Record<TensorType, number> = {
 
 const ARRAY_OF: Record<TensorType, { name: string }> = {
   float32: Float32Array,
+  float16: Float16Array,
   float64: Float64Array,
   int32: Int32Array,
   int64: BigInt64Array,

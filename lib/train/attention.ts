@@ -1,6 +1,6 @@
 /**
- * Attention for the train graph, made of primitive ops only (every op has a gradient rule): RoPE in
- * the rotate-half form from position ids, grouped-query attention, causal softmax attention. Rows are right-padded sequences: a real token never attends to padding, and
+ * Attention for the train graph, made of ops with gradient rules: RoPE as one RotaryEmbedding kernel per
+ * tensor (its rule in lib/onnx/ops_contrib.ts), grouped-query attention, causal softmax attention. Rows are right-padded sequences: a real token never attends to padding, and
  * padding rows carry zero loss weight.
  *
  * Dimension legend: B rows, T tokens per row, N = B·T, nH / nKV heads, D head dim, P RoPE positions,
@@ -11,12 +11,12 @@
 
 import type { Dim } from "../onnx/proto.ts";
 import type { GraphBuilder, Value } from "../onnx/builder.ts";
-import { attention, rope } from "../onnx/compose.ts";
+import { attention } from "../onnx/compose.ts";
 import { OPS } from "../onnx/ops.ts";
 import type { Qwen3Config } from "../model/hf_config.ts";
 import type { AttentionFn } from "../model/graph/decoder.ts";
 
-const { Cast, Concat, Gather, Greater, Range, Reshape, Transpose, Unsqueeze, Where } = OPS;
+const { Cast, Concat, Gather, Greater, Range, Reshape, RotaryEmbedding, Transpose, Unsqueeze, Where } = OPS;
 
 /** A value with its shape stated where the emitter could not track it (computed reshape targets). */
 export function shaped(v: Value, shape: readonly Dim[]): Value {
@@ -28,7 +28,7 @@ const MASKED = -1e9;
 
 /**
  * The causal attention of the train graph. `bt` is the int64 `[2]` shape (B, T) of the token ids,
- * `positions` int64 `[B, T]`, `cos` / `sin` the `[P, D/2]` RoPE tables.
+ * `positions` int64 `[B, T]`, `cos` / `sin` the `[P, D/2]` RoPE tables (in the compute dtype).
  *
  * Grouped-query attention without repeating keys and values: the rep = nH / nKV query heads that share
  * a key/value head are stacked along the query axis (`[B, nKV, rep·T, D]`, a free reshape since those
@@ -45,25 +45,24 @@ export function causalAttention(
 ): AttentionFn {
   const { num_attention_heads: nH, num_key_value_heads: nKV, head_dim: D } = cfg;
   const rep = nH / nKV;
-  const table = (t: Value) => {
-    const half = Gather.emit(g, t, positions, 0); // [B, T, D/2], in the tables' dtype (the compute dtype)
-    return shaped(Unsqueeze.emit(g, Concat.emit(g, [half, half], -1), [1]), ["B", 1, "T", D]); // [B, 1, T, D]
-  };
-  const [cosBT, sinBT] = [table(cos), table(sin)];
   const causal = causalBias(g, bt); // [T, T]
   const qt = rep === 1 ? "T" : "QT"; // symbol of the stacked query axis
   const bias = rep === 1 ? causal : shaped(Concat.emit(g, Array(rep).fill(causal), 0), [qt, "T"]); // [rep·T, T]
   const targets = new Map<number, Value>();
-  const heads = (x: Value, n: number) => {
+  const rows = Concat.emit(g, [bt, g.ints([-1])], 0); // [3]: B, T, -1
+  /** `[N, n·D]` → `[B, n, T, D]`, turned by RoPE first where `turn` (one RotaryEmbedding kernel). */
+  const heads = (x: Value, n: number, turn: boolean) => {
     if (!targets.has(n)) targets.set(n, Concat.emit(g, [bt, g.ints([n, D])], 0)); // one shape per head count
-    const split = shaped(Reshape.emit(g, x, targets.get(n)!), ["B", "T", n, D]); // [B, T, n, D]
+    let seq = shaped(Reshape.emit(g, x, rows), ["B", "T", n * D]); // [B, T, n·D]
+    if (turn) seq = RotaryEmbedding.emit(g, seq, positions, cos, sin, { numHeads: n }); // [B, T, n·D]
+    const split = shaped(Reshape.emit(g, seq, targets.get(n)!), ["B", "T", n, D]); // [B, T, n, D]
     return Transpose.emit(g, split, [0, 2, 1, 3]); // [B, n, T, D]
   };
   return (_layer, q, k, v) => {
-    const qr = rope(g, heads(q, nH), cosBT, sinBT, D); // [B, nH, T, D]
+    const qr = heads(q, nH, true); // [B, nH, T, D]
     const stacked = shaped(Reshape.emit(g, qr, [0, nKV, -1, D]), ["B", nKV, qt, D]); // [B, nKV, rep·T, D]
-    const kr = rope(g, heads(k, nKV), cosBT, sinBT, D); // [B, nKV, T, D]
-    const out = attention(g, stacked, kr, heads(v, nKV), D, { bias }); // [B, nKV, rep·T, D]
+    const kr = heads(k, nKV, true); // [B, nKV, T, D]
+    const out = attention(g, stacked, kr, heads(v, nKV, false), D, { bias }); // [B, nKV, rep·T, D]
     const perHead = shaped(Reshape.emit(g, out, [0, nH, -1, D]), ["B", nH, "T", D]); // [B, nH, T, D]
     const rows = Transpose.emit(g, perHead, [0, 2, 1, 3]); // [B, T, nH, D]
     return shaped(Reshape.emit(g, rows, [-1, nH * D]), ["N", nH * D]); // [N, nH*D]

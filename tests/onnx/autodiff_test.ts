@@ -95,18 +95,21 @@ Deno.test("an intermediate value as wrt gets its total gradient", async () => {
 Deno.test("a contrib op off the path needs no rule; on the path it is named", () => {
   const g = new GraphBuilder("contrib");
   const o = bindOps(g);
-  const x = g.input("x", "float32", [1, 2, 8]); // [B, T, H*D]
-  const pos = g.constant(BigInt64Array.from([0n, 1n]), [1, 2]);
-  const table = g.constant(new Float32Array(8), [4, 2]);
-  const rotated = o.RotaryEmbedding(g.input("other", "float32", [1, 2, 8]), pos, table, table, {
-    numHeads: 2,
-  });
-  const y = o.Mul(x, rotated);
-  assert.ok(backward(g, [{ value: y, grad: y }], [x])[0], "rotated does not depend on x");
-  const z = g.scope("rope", () => o.RotaryEmbedding(x, pos, table, table, { numHeads: 2 }));
+  const x = g.input("x", "float32", [1, 2, 16]); // [B, T, H*D]
+  const attend = (q: Value) =>
+    o.GroupQueryAttention({
+      query: q,
+      key: q,
+      value: q,
+      seqlensK: g.constant(Int32Array.from([1]), [1]),
+      totalSequenceLength: g.constant(Int32Array.from([2]), []),
+    }, { numHeads: 2, kvNumHeads: 2 })[0];
+  const y = o.Mul(x, o.Reshape(attend(g.input("other", "float32", [1, 2, 16])), [1, 2, 16]));
+  assert.ok(backward(g, [{ value: y, grad: y }], [x])[0], "the attention does not depend on x");
+  const z = g.scope("attn", () => attend(x));
   assert.throws(
     () => backward(g, [{ value: z, grad: z }], [x]),
-    /^Error: autodiff: no gradient rule for com\.microsoft\.RotaryEmbedding \(node rope\/RotaryEmbedding\);/,
+    /^Error: autodiff: no gradient rule for com\.microsoft\.GroupQueryAttention \(node attn\/GroupQueryAttention\);/,
   );
 });
 

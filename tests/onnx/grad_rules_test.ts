@@ -460,7 +460,21 @@ Deno.test("MatMul by a frozen [E, F] weight builds dx without a transposed copy 
   assert.ok(!added.some((n) => n.inputs.some((v) => v?.name === "x") && n.opType !== "Shape"), "no dW");
 });
 
-Deno.test("Loop, If and contrib ops have no rule: the walk names the op and node", () => {
+Deno.test("RotaryEmbedding's rule (RoPE by the opposite angles) matches finite differences", async () => {
+  const [P, D] = [6, 8];
+  const angles = (f: (a: number) => number) =>
+    Array.from({ length: P * D / 2 }, (_, k) => f(Math.floor(k / (D / 2)) * 0.7 ** (k % (D / 2))));
+  const build = (g: GraphBuilder, v: Record<string, Value>) => {
+    const o = bindOps(g);
+    const cos = g.constant(Float32Array.from(angles(Math.cos)), [P, D / 2]);
+    const sin = g.constant(Float32Array.from(angles(Math.sin)), [P, D / 2]);
+    const positions = ids(g, [0, 3, 5, 1, 2, 4], [2, 3]); // [B, T], any order
+    return o.RotaryEmbedding(v.x, positions, cos, sin, { numHeads: 2 }); // [2, 3, 2·D]
+  };
+  await checkGrad({ x: rand([2, 3, 2 * D], 21) }, build, { dtype: "float32" });
+});
+
+Deno.test("Loop, If and GroupQueryAttention have no rule: the walk names the op and node", () => {
   const g = new GraphBuilder("norule");
   const o = bindOps(g);
   const q = g.input("q", "float32", [1, 2, 16]);
@@ -509,7 +523,7 @@ Deno.test("every op has a gradient rule or declares why not", () => {
   ];
   nondiff.push("And", "Or", "ArgMax", "Shape", "ConstantOfShape", "Range");
   // Deliberately without a rule: the walk throws, naming them, when they lie on a path.
-  const refused = ["Loop", "If", "GroupQueryAttention", "RotaryEmbedding"];
+  const refused = ["Loop", "If", "GroupQueryAttention"];
   assert.deepEqual(withoutRule.sort(), [...nondiff, ...refused].sort());
   for (const name of nondiff) {
     const entry = (OPS as Record<string, OpDef>)[name];

@@ -1,6 +1,7 @@
 /**
  * The Qwen3 decoder as a composition of ops of the table: embedding, per layer RMSNorm → q/k/v (q/k
  * RMSNorm per head) → attention → o_proj residual, RMSNorm → SwiGLU MLP residual, then the final norm.
+ * RMSNorm is the fused op (lib/onnx/ops_norm.ts), with the residual add before it fused in.
  * Attention is a parameter: the inference graph plugs in GroupQueryAttention with a KV cache, the
  * train graph an attention made of primitive ops (so that every step has a gradient rule). RoPE
  * belongs to the attention (GroupQueryAttention applies it inside).
@@ -9,10 +10,10 @@
  * the `[out, in]` checkpoint matrix (no transposed copy of a weight, and `dX = dY · W` needs none).
  *
  * Compute dtype (`DecoderParts.compute`, graph/forms.ts): float32, or float16 on a GPU provider. In
- * float16 the embedding, the Linears, attention and the residual stream are float16; each RMSNorm runs
- * in float32 (its mean of squares would overflow float16 where activations reach the hundreds) and casts
- * back; LoRA tensors arrive as float32 inputs and are cast in the graph; the final norm's output, which
- * the head reads, is float32, so logits, log-probs and the loss are float32 in either dtype.
+ * float16 the embedding, the Linears, attention and the residual stream are float16; each RMSNorm is one
+ * fused kernel whose statistics are float32 (its mean of squares would overflow float16 where activations
+ * reach the hundreds); LoRA tensors arrive as float32 inputs and are cast in the graph; the last residual
+ * add and the final norm run in float32, so logits, log-probs and the loss are float32 in either dtype.
  *
  * Dimension legend:
  *   N    tokens in the call (batch × sequence, flattened)     V    vocab_size
@@ -24,16 +25,25 @@
  */
 
 import type { GraphBuilder, Value } from "../../onnx/builder.ts";
-import { rmsNorm, swiglu } from "../../onnx/compose.ts";
+import { swiglu } from "../../onnx/compose.ts";
 import { OPS } from "../../onnx/ops.ts";
 import type { Qwen3Config } from "../hf_config.ts";
-import type { QwenLinear } from "../lora.ts";
 import { linearShape, QWEN3_LINEAR_GROUPS } from "../model_dir.ts";
-import type { LoraInputs, LoraPairValues } from "./lora_inputs.ts";
+import type { LoraGroupValues, LoraInputs, LoraPairValues } from "./lora_inputs.ts";
 import type { GraphWeights } from "./weights.ts";
 import type { ComputeDtype } from "./forms.ts";
 
-const { Add, Cast, Gather, Gemm, Mul, Reshape, Split } = OPS;
+const {
+  Add,
+  Cast,
+  Gather,
+  Gemm,
+  Mul,
+  Reshape,
+  SimplifiedLayerNormalization,
+  SkipSimplifiedLayerNormalization,
+  Split,
+} = OPS;
 
 /** Attention of one layer: q `[N, nH*D]`, k and v `[N, nKV*D]` (q/k already normed, no RoPE yet) → `[N, nH*D]`. */
 export type AttentionFn = (layer: number, q: Value, k: Value, v: Value) => Value;
@@ -44,16 +54,46 @@ export interface DecoderParts {
   weights: GraphWeights;
   lora: LoraInputs;
   attention: AttentionFn;
+  /** How a float16 decoder normalizes (float32 decoders always use the fused kernels); default "fused". */
+  norms?: NormForm;
 }
 
-/** Hidden states after the final norm, `[N, H]` float32, for token ids `[N]` (int64). */
+/**
+ * - fused: one SimplifiedLayerNormalization (or, with the residual add, SkipSimplifiedLayerNormalization)
+ *   kernel on the float16 activations, float32 statistics inside: the inference graph's form.
+ * - float32: each norm casts to float32, normalizes with the fused kernel, casts back, and the residual
+ *   add is its own Add: the train graph's form in float16. With the fused float16 form, WebGPU's float16
+ *   LoRA gradients of a PPO step on the test model drifted to 6% of the CPU's (past PARITY_TOLERANCE;
+ *   1.2% with this form, as with the composed norms before), although each kernel's forward values are
+ *   within float16 rounding of float32's; the cause is not found.
+ */
+export type NormForm = "fused" | "float32";
+
+/**
+ * Hidden states after the final norm, `[N, H]` float32, for token ids `[N]` (int64). Each residual add
+ * is fused into the norm that reads its sum (SkipSimplifiedLayerNormalization, lib/onnx/ops_norm.ts):
+ * a layer returns the residual stream and the delta still to be added, and the next norm adds it.
+ */
 export function decoder(g: GraphBuilder, ids: Value, parts: DecoderParts): Value {
   const { cfg, weights } = parts;
-  let x = Gather.emit(g, weights.get("model.embed_tokens.weight"), ids, 0); // [N, H]
+  const embedded = Gather.emit(g, weights.get("model.embed_tokens.weight"), ids, 0); // [N, H]
+  const form = parts.norms ?? "fused";
+  let stream: Residual = { sum: embedded, delta: null };
   for (let layer = 0; layer < cfg.num_hidden_layers; layer++) {
-    x = g.scope(`layers.${layer}`, () => decoderLayer(g, x, layer, parts)); // [N, H]
+    stream = g.scope(`layers.${layer}`, () => decoderLayer(g, stream, layer, parts, form));
   }
-  return rmsNorm(g, toDtype(g, x, "float32"), weights.get("model.norm.weight"), cfg.rms_norm_eps); // [N, H]
+  // The head reads float32: the last add and the final norm run in float32.
+  const last = {
+    sum: toDtype(g, stream.sum, "float32"),
+    delta: stream.delta && toDtype(g, stream.delta, "float32"),
+  };
+  return addAndNorm(g, last, weights.get("model.norm.weight"), cfg.rms_norm_eps, "fused").normed; // [N, H]
+}
+
+/** The residual stream `[N, H]` and the output `[N, H]` still to be added to it (null: none). */
+interface Residual {
+  sum: Value;
+  delta: Value | null;
 }
 
 /** The head matrix `[V, H]` in float32: `lm_head.weight`, or the embedding table when tied. */
@@ -66,41 +106,82 @@ export function toDtype(g: GraphBuilder, x: Value, dtype: ComputeDtype): Value {
   return x.dtype === dtype ? x : Cast.emit(g, x, dtype);
 }
 
-/** RMSNorm in float32, returned in x's dtype (float32: exactly `rmsNorm`). */
-function norm(g: GraphBuilder, x: Value, weight: Value, eps: number): Value {
-  if (x.dtype === "float32") return rmsNorm(g, x, weight, eps);
-  return toDtype(g, rmsNorm(g, toDtype(g, x, "float32"), weight, eps), x.dtype as ComputeDtype);
+/**
+ * RMSNorm over the last axis in x's dtype, statistics in float32: fused on x (the float32 norm weight
+ * cast to a float16 x's dtype: an initializer, folded when the session loads), or in float32 and cast
+ * back (`NormForm`).
+ */
+function norm(g: GraphBuilder, x: Value, weight: Value, eps: number, form: NormForm): Value {
+  if (form === "float32" && x.dtype !== "float32") {
+    const y = SimplifiedLayerNormalization.emit(g, toDtype(g, x, "float32"), weight, eps); // x's shape
+    return toDtype(g, y, x.dtype as ComputeDtype);
+  }
+  const w = toDtype(g, weight, x.dtype as ComputeDtype); // [E]
+  return SimplifiedLayerNormalization.emit(g, x, w, eps); // x's shape
 }
 
-function decoderLayer(g: GraphBuilder, x: Value, layer: number, parts: DecoderParts): Value {
+/** `sum + delta` and its RMSNorm (one kernel in the fused form; the norm alone where there is no delta). */
+function addAndNorm(
+  g: GraphBuilder,
+  r: Residual,
+  weight: Value,
+  eps: number,
+  form: NormForm,
+): { normed: Value; sum: Value } {
+  if (r.delta === null) return { normed: norm(g, r.sum, weight, eps, form), sum: r.sum };
+  if (form === "float32" && r.sum.dtype !== "float32") {
+    const sum = Add.emit(g, r.sum, r.delta); // [N, H]
+    return { normed: norm(g, sum, weight, eps, form), sum };
+  }
+  const w = toDtype(g, weight, r.sum.dtype as ComputeDtype); // [H]
+  const [normed, sum] = SkipSimplifiedLayerNormalization.emit(g, r.sum, r.delta, w, eps); // [N, H] each
+  return { normed, sum };
+}
+
+function decoderLayer(
+  g: GraphBuilder,
+  stream: Residual,
+  layer: number,
+  parts: DecoderParts,
+  form: NormForm,
+): Residual {
   const { cfg, weights } = parts;
   const { rms_norm_eps: eps, num_attention_heads: nH, num_key_value_heads: nKV, head_dim: D } = cfg;
   const w = (name: string) => weights.get(`model.layers.${layer}.${name}.weight`);
-  const projs = (input: Value, group: readonly QwenLinear[]) =>
-    linearsWithLora(
-      g,
-      input,
-      weights.linears(layer, group),
-      group.map((linear) => ({ out: linearShape(cfg, linear)[0], lora: parts.lora.pair(layer, linear) })),
-    );
-  const [qkv, o, gateUp, down] = QWEN3_LINEAR_GROUPS; // q/k/v, o, gate/up, down
+  const projs = (input: Value, index: number) => {
+    const group = QWEN3_LINEAR_GROUPS[index];
+    const members = group.map((linear) => ({
+      out: linearShape(cfg, linear)[0],
+      lora: parts.lora.pair(layer, linear),
+    }));
+    return linearsWithLora(g, input, weights.linears(layer, group), members, parts.lora.group(layer, index));
+  };
+  const [qkv, o, gateUp, down] = [0, 1, 2, 3]; // QWEN3_LINEAR_GROUPS: q/k/v, o, gate/up, down
 
-  const n = norm(g, x, w("input_layernorm"), eps); // [N, H]
+  const { normed: n, sum: x } = addAndNorm(g, stream, w("input_layernorm"), eps, form); // [N, H] each
   const [qp, kp, v] = projs(n, qkv); // [N, nH*D], [N, nKV*D], [N, nKV*D]
-  const q = headNorm(g, qp, w("self_attn.q_norm"), nH, D, eps); // [N, nH*D]
-  const k = headNorm(g, kp, w("self_attn.k_norm"), nKV, D, eps); // [N, nKV*D]
+  const q = headNorm(g, qp, w("self_attn.q_norm"), nH, D, eps, form); // [N, nH*D]
+  const k = headNorm(g, kp, w("self_attn.k_norm"), nKV, D, eps, form); // [N, nKV*D]
   const attn = g.scope("attn", () => parts.attention(layer, q, k, v)); // [N, nH*D]
-  const h = Add.emit(g, x, projs(attn, o)[0]); // [N, H]
 
-  const m = norm(g, h, w("post_attention_layernorm"), eps); // [N, H]
+  const post = { sum: x, delta: projs(attn, o)[0] }; // h = x + o(attn)
+  const { normed: m, sum: h } = addAndNorm(g, post, w("post_attention_layernorm"), eps, form); // [N, H] each
   const [gate, up] = projs(m, gateUp); // [N, I] each
-  return Add.emit(g, h, projs(swiglu(g, gate, up), down)[0]); // [N, H]
+  return { sum: h, delta: projs(swiglu(g, gate, up), down)[0] }; // h + down(…), added by the next norm
 }
 
 /** RMSNorm over each head's D features: `[N, heads*D]` → `[N, heads*D]`. */
-function headNorm(g: GraphBuilder, x: Value, weight: Value, heads: number, D: number, eps: number): Value {
+function headNorm(
+  g: GraphBuilder,
+  x: Value,
+  weight: Value,
+  heads: number,
+  D: number,
+  eps: number,
+  form: NormForm,
+): Value {
   const perHead = Reshape.emit(g, x, [0, heads, D]); // [N, heads, D]
-  return Reshape.emit(g, norm(g, perHead, weight, eps), [0, heads * D]); // [N, heads*D]
+  return Reshape.emit(g, norm(g, perHead, weight, eps, form), [0, heads * D]); // [N, heads*D]
 }
 
 /** One Linear of a group: its output size (rows of the stacked weight) and adapter. */
@@ -112,22 +193,29 @@ export interface LinearMember {
 /**
  * Linears that read the same input (q, k, v; gate, up) as one Gemm over their stacked `[Σout, in]`
  * weight (`GraphWeights.linears`), split after: one pass over x and, backward, one `dX = dY · W` instead
- * of a sum of three. Each member adds its own LoRA `scale · (x Aᵀ) Bᵀ`, the scale applied to the
- * rank-r product (cheaper than to the `[N, out]` one). x `[N, in]` → one `[N, out_i]` per member.
- * The adapter's float32 inputs are cast to x's dtype.
+ * of a sum of three. The adapter comes in one of two layouts (lora_inputs.ts): per member (pairs: each
+ * adds `scale · (x Aᵀ) Bᵀ`, the scale applied to the rank-r product, cheaper than to the `[N, out]`
+ * one), or per group (`x A_gᵀ B_gᵀ` over the whole stacked output, two Gemms). x `[N, in]` → one
+ * `[N, out_i]` per member. The adapter's float32 inputs are cast to x's dtype.
  */
 export function linearsWithLora(
   g: GraphBuilder,
   x: Value,
   stacked: Value,
   members: readonly LinearMember[],
+  grouped?: LoraGroupValues,
 ): Value[] {
-  const y = Gemm.emit(g, x, stacked, null, { transB: true }); // [N, Σout]
+  const dtype = (x.dtype ?? "float32") as ComputeDtype;
+  let y = Gemm.emit(g, x, stacked, null, { transB: true }); // [N, Σout]
+  if (grouped) {
+    const [a, b] = [grouped.a, grouped.b].map((v) => toDtype(g, v, dtype));
+    const u = Gemm.emit(g, x, a, null, { transB: true }); // [N, Σr]
+    y = Gemm.emit(g, u, b, y, { transB: true }); // [N, Σout]: u Bᵀ + y, one pass
+  }
   const parts = members.length === 1 ? [y] : Split.emit(g, y, members.map((m) => m.out), 1); // [N, out_i]
   return parts.map((part, i) => {
     const lora = members[i].lora;
     if (!lora) return part;
-    const dtype = (x.dtype ?? "float32") as ComputeDtype;
     const [a, b, scale] = [lora.a, lora.b, lora.scale].map((v) => toDtype(g, v, dtype));
     const u = Mul.emit(g, Gemm.emit(g, x, a, null, { transB: true }), scale); // [N, r]
     return Gemm.emit(g, u, b, part, { transB: true }); // [N, out_i]: u Bᵀ + part, one pass

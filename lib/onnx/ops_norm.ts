@@ -1,0 +1,138 @@
+/**
+ * Op table, fused RMSNorm: `SimplifiedLayerNormalization` (ONNX domain, onnxruntime's) and
+ * `com.microsoft.SkipSimplifiedLayerNormalization` (the residual add and the norm in one kernel). They are
+ * a documented exception to "few primitive ops" (rmsNorm in compose.ts is the primitive form): composed,
+ * one RMSNorm is seven kernels, with Casts around it in float16 — in a 28-layer decoder about a thousand
+ * kernels of a decode step's ~1,900, each a dispatch on a GPU. Both the CPU and the WebGPU providers
+ * implement them; their statistics are float32 (`stash_type` 1) whatever the input dtype, as rmsNorm's
+ * float16 form computes them.
+ *
+ *   y = x · inv · w,  inv = (mean(x², last axis) + eps)^(-1/2)           x [..., E], w [E], inv [..., 1]
+ *
+ * Gradient (x̂ = x · inv, g = dy · w; inv computed again, as the WebGPU kernels do not return it):
+ *
+ *   dx = inv · (g − x̂ · mean(g · x̂))        dw = Σ over the leading axes of dy · x̂
+ *
+ * computed in float32 and cast back to x's dtype. The skip form adds `s = input + skip` first and returns
+ * s as a fourth output (the residual stream); its rule adds s's own gradient and gives the sum to both.
+ *
+ * @module
+ */
+
+import { attr, type GraphBuilder, type Value } from "./builder.ts";
+import type { DType } from "./dtype.ts";
+import { floatAttr, gradError, gradOps, outGrad, sumToShape } from "./grad_util.ts";
+import { check, def, type GradContext } from "./op_def.ts";
+import { MS_DOMAIN } from "./ops_contrib.ts";
+
+/** RMSNorm of x over its last axis with weight `[E]` (x's dtype): y, x's shape and dtype. */
+function simplifiedLayerNormalization(g: GraphBuilder, x: Value, weight: Value, epsilon: number): Value {
+  check(weight.dtype === x.dtype, "SimplifiedLayerNormalization", "the weight must have the input's dtype");
+  const attrs = { axis: attr.int(-1), epsilon: attr.float(epsilon), stash_type: attr.int(1) };
+  return g.op("SimplifiedLayerNormalization", [x, weight], attrs, { shape: x.shape });
+}
+
+/**
+ * `[y, sum]`: `sum = input + skip` (same shape, `[..., E]`) and y its RMSNorm with `weight` `[E]`, in one
+ * kernel. The op's `mean` and `inv_std_var` outputs (the second and third) are named but never read:
+ * the WebGPU kernel does not write them.
+ */
+function skipSimplifiedLayerNormalization(
+  g: GraphBuilder,
+  input: Value,
+  skip: Value,
+  weight: Value,
+  epsilon: number,
+): [Value, Value] {
+  const op = "SkipSimplifiedLayerNormalization";
+  check(
+    input.dtype === "float32" || input.dtype === "float16",
+    op,
+    "onnxruntime's kernels take float32 and float16",
+  );
+  check(skip.dtype === input.dtype && weight.dtype === input.dtype, op, "inputs must share one dtype");
+  const [y, , , sum] = g.opN(op, [input, skip, weight], 4, { epsilon: attr.float(epsilon) }, {
+    domain: MS_DOMAIN,
+    dtype: [input.dtype, "float32", "float32", input.dtype],
+    shape: [input.shape, statShape(input), statShape(input), input.shape],
+  });
+  return [y, sum];
+}
+
+function statShape(x: Value) {
+  return x.shape ? [...x.shape.slice(0, -1), 1] : undefined;
+}
+
+/**
+ * dx (x's dtype) and dw of `y = x · inv · w`; null where not wanted. inv is computed again from x (four
+ * kernels): the WebGPU kernels do not write their inv_std_var output.
+ */
+function rmsNormGrad(
+  ctx: GradContext,
+  x: Value,
+  weight: Value,
+  dy: Value,
+  wants: { x: boolean; w: boolean },
+): [Value | null, Value | null] {
+  const o = gradOps(ctx.g);
+  const wide = (
+    v: Value,
+  ): Value => (v.dtype === "float32" || v.dtype === "float64" ? v : o.Cast(v, "float32"));
+  const xWide = wide(x); // [..., E]
+  const meanSquare = o.ReduceMean(o.Mul(xWide, xWide), [-1], { keepdims: true }); // [..., 1]
+  const inv = o.Reciprocal(o.Sqrt(o.Add(meanSquare, floatAttr(ctx.node, "epsilon", 1e-5)))); // [..., 1]
+  const xHat = o.Mul(xWide, inv); // [..., E]
+  const dyWide = wide(dy); // [..., E]
+  let dx: Value | null = null;
+  if (wants.x) {
+    const gw = o.Mul(dyWide, wide(weight)); // [..., E]
+    const m = o.ReduceMean(o.Mul(gw, xHat), [-1], { keepdims: true }); // [..., 1]
+    dx = narrow(ctx.g, o.Mul(o.Sub(gw, o.Mul(xHat, m)), inv), x.dtype); // [..., E]
+  }
+  let dw: Value | null = null;
+  if (wants.w) {
+    const perRow = o.Mul(dyWide, xHat); // [..., E]
+    dw = narrow(ctx.g, sumToShape(ctx.g, perRow, x.shape, weight, ctx.node), weight.dtype); // [E]
+  }
+  return [dx, dw];
+}
+
+function narrow(g: GraphBuilder, v: Value, dtype: DType | undefined): Value {
+  return dtype === undefined || v.dtype === dtype ? v : gradOps(g).Cast(v, dtype);
+}
+
+function simplifiedGrad(ctx: GradContext): (Value | null)[] {
+  const [x, weight] = ctx.node.inputs as Value[];
+  return rmsNormGrad(ctx, x, weight, outGrad(ctx), { x: ctx.wants[0], w: ctx.wants[1] });
+}
+
+function skipSimplifiedGrad(ctx: GradContext): (Value | null)[] {
+  ctx.grads.forEach((grad, i) => {
+    if (grad && (i === 1 || i === 2)) {
+      throw gradError(ctx.node, `output ${i} reaches the loss`, "read y and the sum only");
+    }
+  });
+  const [, , weight] = ctx.node.inputs as Value[];
+  const sum = ctx.node.outputs[3];
+  const dy = ctx.grads[0];
+  const wantSum = ctx.wants[0] || ctx.wants[1];
+  const [dNorm, dw] = dy ? rmsNormGrad(ctx, sum, weight, dy, { x: wantSum, w: ctx.wants[2] }) : [null, null];
+  const dSum = ctx.grads[3];
+  const ds = dNorm && dSum ? gradOps(ctx.g).Add(dNorm, dSum) : dNorm ?? dSum; // [..., E]
+  return [ctx.wants[0] ? ds : null, ctx.wants[1] ? ds : null, dw];
+}
+
+/** Fused RMSNorm ops (see the module comment). */
+export const NORM_OPS = {
+  SimplifiedLayerNormalization: def("SimplifiedLayerNormalization", simplifiedLayerNormalization, {
+    grad: simplifiedGrad,
+  }),
+  SkipSimplifiedLayerNormalization: def(
+    "SkipSimplifiedLayerNormalization",
+    skipSimplifiedLayerNormalization,
+    {
+      domain: MS_DOMAIN,
+      grad: skipSimplifiedGrad,
+    },
+  ),
+};
