@@ -24,8 +24,11 @@
  * `bench.demo_seeds` with `bench.demo_config` (bench/demo_seeds.ts).
  *
  * `--only gpu` (never run by default) measures the GPU path instead (bench/gpu.ts): for each model of
- * `bench.gpu_models`, a LoRA r16 train step (tokens/s, MFU) and decode tokens/s at each batch size on
- * `bench.gpu_ep`, each against PyTorch (transformers + peft) on the same GPU in the same run.
+ * `bench.gpu_models` on `bench.gpu_ep`, a LoRA r16 train step (tokens/s, MFU) at each size of
+ * `bench.gpu_train_tokens` (default 512 and 8,192 tokens) and decode tokens/s at each batch size of
+ * `bench.gpu_batches` (default 1, 8, 32, 64), each against PyTorch (transformers + peft) on the same GPU in
+ * the same run; then, from onnxruntime's profile of a separate short run, the kernels, host ms and GPU ms
+ * of one decode step and of one train micro-batch run, with the op types that took the most host time.
  * Results go to runs/bench/results-<date>.{json,md} (or under `--out DIR`); paste the Markdown into
  * BENCH.md.
  *
@@ -250,7 +253,8 @@ interface BenchSettings {
   gpu_models: string[];
   gpu_ep: "webgpu" | "cuda";
   gpu_compute: "float32" | "float16";
-  train_tokens: number;
+  gpu_batches: number[];
+  gpu_train_tokens: number[];
   gpu_peak_tflops: number | null;
   demo_config: string;
   demo_seeds: number[];

@@ -1,7 +1,11 @@
 /**
- * `deno task bench --only gpu` (bench.ts): per model, our train step and decode on the GPU provider
- * (bench/gpu_bench.ts, its own process) and PyTorch with transformers and peft on the same GPU in the same
- * run (bench/peer_torch_gpu.py, on the batch our side wrote), with the ratio; and the Markdown tables.
+ * `deno task bench --only gpu` (bench.ts): per model, our train step at each `bench.gpu_train_tokens` size
+ * and decode at each `bench.gpu_batches` size on the GPU provider (bench/gpu_bench.ts, its own process),
+ * and PyTorch with transformers and peft on the same GPU in the same run (bench/peer_torch_gpu.py, on the
+ * batches our side wrote), with the ratio; and the Markdown tables: one train row per size, one decode row
+ * per batch, and the diagnosis — kernels, host ms and GPU ms of one decode step and of one train
+ * micro-batch run, with the op types that took the most host time, read from onnxruntime's profile
+ * (gpu_bench.ts says how; GPU ms is "–" where the provider writes no GPU timestamps).
  *
  * The device: the NVIDIA GPU's name (nvidia-smi) where there is one, else the Vulkan adapter Deno's own
  * WebGPU sees (on CI, Mesa's lavapipe). MFU needs the GPU's dense peak for the compute dtype:
@@ -16,13 +20,13 @@ import { join } from "node:path";
 
 /** The settings this section reads (bench.ts's `bench` config section). */
 export interface GpuSettings {
-  batches: number[];
+  gpu_batches: number[];
   prompt_tokens: number;
   decode_tokens: number;
   repeats: number;
   gpu_ep: "webgpu" | "cuda";
   gpu_compute: "float32" | "float16";
-  train_tokens: number;
+  gpu_train_tokens: number[];
   gpu_peak_tflops: number | null;
 }
 
@@ -66,27 +70,27 @@ async function nvidiaName(): Promise<string> {
 /** Ours, then PyTorch's, on one model. */
 export async function gpuSection(name: string, dir: string, b: GpuSettings, h: Helpers) {
   const device = await gpuDevice(b);
-  const batchFile = join(h.OUT, `gpu-batch-${name.replace(/[^\w.-]/g, "_")}.json`);
+  const batchPrefix = join(h.OUT, `gpu-batch-${name.replace(/[^\w.-]/g, "_")}`);
   console.error(`gpu (${b.gpu_ep}, ${b.gpu_compute}, ${device.name}): ${name} …`);
   const ours = await h.denoScript("gpu_bench.ts", [
     `--model=${dir}`,
     `--ep=${b.gpu_ep}`,
     `--compute=${b.gpu_compute}`,
-    `--batches=${b.batches.join(",")}`,
+    `--batches=${b.gpu_batches.join(",")}`,
     `--prompt=${b.prompt_tokens}`,
     `--decode=${b.decode_tokens}`,
-    `--train-tokens=${b.train_tokens}`,
+    `--train-tokens=${b.gpu_train_tokens.join(",")}`,
     `--repeats=${b.repeats}`,
-    `--write-batch=${batchFile}`,
+    `--batch-prefix=${batchPrefix}`,
     ...(device.peakTflops ? [`--peak-tflops=${device.peakTflops}`] : []),
   ]);
   console.error(`PyTorch (transformers + peft): ${name} …`);
   const peer = await h.runJson("python3", [
     join(h.ROOT, "bench", "peer_torch_gpu.py"),
     `--model=${dir}`,
-    `--batch=${batchFile}`,
+    ...b.gpu_train_tokens.map((tokens) => `--batch=${batchPrefix}-${tokens}.json`),
     `--dtype=${b.gpu_compute}`,
-    `--batches=${b.batches.join(",")}`,
+    `--batches=${b.gpu_batches.join(",")}`,
     `--prompt=${b.prompt_tokens}`,
     `--decode=${b.decode_tokens}`,
     `--steps=${b.repeats}`,
@@ -99,7 +103,7 @@ const pct = (x: unknown) => (typeof x === "number" && Number.isFinite(x) ? `${(1
 const ratio = (a: unknown, b: unknown) =>
   typeof a === "number" && typeof b === "number" && b > 0 ? `${(a / b).toFixed(2)}×` : "–";
 
-/** Train and decode tables of one model, ours beside PyTorch's. */
+/** Train, decode and profile tables of one model, ours beside PyTorch's. */
 export function gpuTables(
   name: string,
   r: { device: any; settings: any; ours: any; peer: any } | undefined,
@@ -109,37 +113,99 @@ export function gpuTables(
   if (r.ours.error) return [head, "", `ours failed: ${r.ours.error}`, ""];
   const peer = r.peer.error ? null : r.peer;
   const peak = r.device.peakTflops;
-  const mfu = (tflops: unknown) => (peak && typeof tflops === "number" ? tflops / peak : null);
-  const t = r.ours.train;
+  const versions = peer
+    ? `torch ${peer.torch_version}, transformers ${peer.transformers_version}, peft ${peer.peft_version}`
+    : `unavailable (${r.peer.error})`;
   return [
     head,
     "",
     `${r.ours.params.toLocaleString("en")} parameters; MFU against ${
       peak ? `${peak} TFLOP/s` : "an unknown peak"
-    }` +
-    `; PyTorch: ${
-      peer
-        ? `torch ${peer.torch_version}, transformers ${peer.transformers_version}, peft ${peer.peft_version}`
-        : `unavailable (${r.peer.error})`
-    }.`,
+    }; PyTorch: ${versions}.`,
     "",
-    "| LoRA r16 train step | tokens | s/step | tok/s | TFLOP/s (4N) | MFU | PyTorch tok/s | PyTorch MFU | ratio |",
-    "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
-    `| ${name} | ${t.tokens_per_step} | ${f(t.seconds_per_step, 3)} | ${f(t.tok_per_s)} | ${
-      f(t.tflops_4n, 3)
-    } | ` +
-    `${pct(mfu(t.tflops_4n))} | ${f(peer?.train?.tok_per_s)} | ${pct(mfu(peer?.train?.tflops_4n))} | ` +
-    `${ratio(t.tok_per_s, peer?.train?.tok_per_s)} |`,
+    ...trainTable(name, r.ours.train, peer?.train, peak),
     "",
-    "| decode batch | tok/s | TFLOP/s (2N) | PyTorch `generate` tok/s | ratio |",
-    "| ---: | ---: | ---: | ---: | ---: |",
-    ...r.ours.decode.map((d: any) => {
-      const p = peer?.decode?.find((x: any) => x.batch === d.batch);
-      return `| ${d.batch} | ${f(d.decode_tok_per_s)} | ${f(d.decode_tflops_2n, 3)} | ${
-        f(p?.decode_tok_per_s)
-      } | ` +
-        `${ratio(d.decode_tok_per_s, p?.decode_tok_per_s)} |`;
-    }),
+    ...decodeTable(r.ours.decode, peer?.decode),
+    "",
+    ...profileTable(r.ours.profile),
     "",
   ];
+}
+
+/** A Markdown table row. */
+const line = (cells: unknown[]) => `| ${cells.join(" | ")} |`;
+
+/** One row per train size. */
+function trainTable(name: string, ours: any[], peer: any[] | undefined, peak: number | null): string[] {
+  const mfu = (tflops: unknown) => (peak && typeof tflops === "number" ? tflops / peak : null);
+  return [
+    "| LoRA r16 train step | tokens | s/step | tok/s | TFLOP/s (4N) | MFU | PyTorch tok/s | PyTorch MFU | ratio |",
+    "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ...ours.map((t) => {
+      const p = peer?.find((x) => x.tokens_per_step === t.tokens_per_step);
+      return line([
+        name,
+        t.tokens_per_step,
+        f(t.seconds_per_step, 3),
+        f(t.tok_per_s),
+        f(t.tflops_4n, 3),
+        pct(mfu(t.tflops_4n)),
+        f(p?.tok_per_s),
+        pct(mfu(p?.tflops_4n)),
+        ratio(t.tok_per_s, p?.tok_per_s),
+      ]);
+    }),
+  ];
+}
+
+/** One row per decode batch. */
+function decodeTable(ours: any[], peer: any[] | undefined): string[] {
+  return [
+    "| decode batch | tok/s | TFLOP/s (2N) | PyTorch `generate` tok/s | ratio |",
+    "| ---: | ---: | ---: | ---: | ---: |",
+    ...ours.map((d) => {
+      const p = peer?.find((x) => x.batch === d.batch);
+      const tokPerS = d.decode_tok_per_s;
+      return line([
+        d.batch,
+        f(tokPerS),
+        f(d.decode_tflops_2n, 3),
+        f(p?.decode_tok_per_s),
+        ratio(tokPerS, p?.decode_tok_per_s),
+      ]);
+    }),
+  ];
+}
+
+/** The diagnosis: kernels and time of one decode step and one train micro-batch run (gpu_bench.ts). */
+function profileTable(profile: any): string[] {
+  if (!profile) return [];
+  const row = (what: string, p: any) =>
+    p.error ? line([what, `profile failed: ${p.error}`, "", "", "", "", ""]) : line([
+      what,
+      p.kernels,
+      p.gpu_dispatches ?? "–",
+      f(p.run_ms, 2),
+      f(p.host_ms, 2),
+      f(p.gpu_ms, 2),
+      topOps(p.top_ops),
+    ]);
+  return [
+    "onnxruntime's profile of one decode step and one train micro-batch run, measured apart from the timed " +
+    "runs (host ms: the kernels' own time on the host; GPU ms: the provider's GPU timestamps, – where it " +
+    "writes none):",
+    "",
+    "| profiled run | kernels | GPU dispatches | run ms | host ms | GPU ms | top ops: host ms (GPU ms) |",
+    "| --- | ---: | ---: | ---: | ---: | ---: | --- |",
+    row(`decode step, batch ${profile.decode_step.batch}`, profile.decode_step),
+    row(`train micro-batch, ${profile.train_run.tokens} tokens`, profile.train_run),
+  ];
+}
+
+/** `op ×kernels: host ms (GPU ms)`, for each listed op type. */
+function topOps(ops: any[]): string {
+  return ops.map((o) =>
+    `${o.op} ×${o.kernels}: ${f(o.host_ms, 2)}${o.gpu_ms === null ? "" : ` (${f(o.gpu_ms, 2)})`}`
+  )
+    .join("; ");
 }

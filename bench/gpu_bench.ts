@@ -1,27 +1,37 @@
 /**
  * GPU benchmark of one model directory on a GPU provider, run as its own process by bench.ts
  * (`deno task bench --only gpu`): a LoRA GRPO train step (r 16 on all seven projections, forward and
- * backward over the micro-batches, no optimizer update) in tokens per second and model FLOPs utilization,
- * and decode tokens per second at each batch size (sampling at temperature 1, the KV cache on the
- * device). Writes the train batch as JSON for the PyTorch peer (bench/peer_torch_gpu.py) so that both run
- * the same tokens. Prints one JSON object.
+ * backward over the micro-batches, no optimizer update) at each `--train-tokens` size in tokens per second
+ * and model FLOPs utilization, and decode tokens per second at each batch size (sampling at temperature 1,
+ * the KV cache on the device). Writes each train batch as JSON (`<--batch-prefix>-<tokens>.json`) for the
+ * PyTorch peer (bench/peer_torch_gpu.py) so that both run the same tokens. Prints one JSON object.
  *
- *   deno run -A bench/gpu_bench.ts --model DIR [--ep webgpu] [--compute float16] [--batches 1,8,32]
- *     [--prompt 128] [--decode 64] [--train-tokens 512] [--repeats 3] [--peak-tflops X] [--write-batch FILE]
+ *   deno run -A bench/gpu_bench.ts --model DIR [--ep webgpu] [--compute float16] [--batches 1,8,32,64]
+ *     [--prompt 128] [--decode 64] [--train-tokens 512,8192] [--repeats 3] [--peak-tflops X]
+ *     [--batch-prefix FILE_PREFIX]
  *
  * FLOPs are counted as the CPU benchmarks count them: 4 × parameters per trained token (forward and the
  * backward to the activations; the frozen weights get no gradient), 2 × parameters per decoded token.
  * MFU divides the achieved rate by `--peak-tflops` (the GPU's dense peak for the compute dtype), when
  * given.
  *
+ * The diagnosis (`profile`): after the timed runs, a separate short measurement with onnxruntime's
+ * profiling on (lib/engine/profiled.ts; profiling slows runs, so no timed run is profiled) reads one
+ * decode step at the largest batch (the last step of a second generation, after a warm-up one) and one
+ * train micro-batch run at the largest train size (the last run of a second step): onnxruntime kernels
+ * run, the run's host wall time, the kernels' host time, the GPU's time where the provider writes GPU
+ * timestamps (lib/ort/profile.ts says where; null elsewhere), and the op types by host time.
+ *
  * @module
  */
 
 import { parseArgs } from "@std/cli";
 import { LocalPolicy } from "../lib/engine/local_policy.ts";
+import { profiled } from "../lib/engine/profiled.ts";
 import type { ComputeDtype } from "../lib/model/graph/forms.ts";
 import { initLoraWeights, LORA_TARGET_NAMES, type LoraSpec } from "../lib/model/lora.ts";
-import { openModelDir } from "../lib/model/model_dir.ts";
+import { type ModelDir, openModelDir } from "../lib/model/model_dir.ts";
+import { profileRuns, type RunSummary, summarizeRun, type TraceEvent } from "../lib/ort/profile.ts";
 import type { ExecutionProvider } from "../lib/ort/providers.ts";
 import { aggregationWeights, planMicroBatches } from "../lib/train/batch.ts";
 import { accumulate } from "../lib/train/step.ts";
@@ -36,84 +46,108 @@ export interface GpuBenchOptions {
   batches: number[];
   promptTokens: number;
   decodeTokens: number;
-  trainTokens: number;
+  trainTokens: number[];
   repeats: number;
   peakTflops: number | null;
-  writeBatch?: string;
+  /** Write each train batch to `<batchPrefix>-<tokens>.json` for the peer. */
+  batchPrefix?: string;
 }
 
 const TRAIN_ROWS = 2;
+/** Tokens each profiled generation decodes: the last step is read, after the first few. */
+const PROFILE_DECODE_TOKENS = 4;
+/** Op types listed per profiled run. */
+const TOP_OPS = 6;
+const MICRO_BATCH_TOKENS = 4096;
 
-/** Train tokens/s and MFU of a LoRA r16 step on `dir`. */
-async function trainStep(dir: string, o: GpuBenchOptions) {
-  const model = await openModelDir(dir);
-  const spec: LoraSpec = { r: 16, alpha: 32, rslora: false, targets: [...LORA_TARGET_NAMES] };
-  const length = Math.max(8, Math.floor(o.trainTokens / TRAIN_ROWS));
-  const episodes = benchEpisodes(TRAIN_ROWS, length, model.config.vocab_size);
-  if (o.writeBatch) await writeBatchJson(o.writeBatch, episodes);
-  let trainer: Trainer | undefined;
-  const buildMs = await timeMs(async () => {
-    trainer = await Trainer.create(model, {
-      lora: spec,
-      objective: "clipped",
-      withReference: false,
-      ep: o.ep,
-      compute: o.compute,
-    });
+/** The train batch of a `tokens` row: TRAIN_ROWS sequences of tokens / TRAIN_ROWS. */
+function trainEpisodes(tokens: number, vocab: number) {
+  const length = Math.max(8, Math.floor(tokens / TRAIN_ROWS));
+  return benchEpisodes(TRAIN_ROWS, length, vocab);
+}
+
+function openTrainer(model: ModelDir, o: GpuBenchOptions): Promise<Trainer> {
+  const lora: LoraSpec = { r: 16, alpha: 32, rslora: false, targets: [...LORA_TARGET_NAMES] };
+  return Trainer.create(model, {
+    lora,
+    objective: "clipped",
+    withReference: false,
+    ep: o.ep,
+    compute: o.compute,
   });
+}
+
+/** One train step (forward and backward over every micro-batch) on `episodes`, as a function. */
+function trainStep(trainer: Trainer, model: ModelDir, episodes: ReturnType<typeof trainEpisodes>) {
+  const params = initLoraWeights(model.config, trainer.spec.lora, 0);
+  const weights = aggregationWeights(episodes, "token_mean", episodes[0].tokens.length);
+  const batches = planMicroBatches(episodes, weights, MICRO_BATCH_TOKENS, trainer.maxChunk);
+  const scalars = { temperature: 1, epsLow: 0.2, epsHigh: 0.2, beta: 0 };
+  return () => accumulate(trainer, batches, params, scalars);
+}
+
+/** Train tokens/s and MFU of a LoRA r16 step on `dir`, one row per `o.trainTokens` size. */
+async function trainRows(dir: string, o: GpuBenchOptions) {
+  const model = await openModelDir(dir);
+  let trainer: Trainer | undefined;
+  const buildMs = await timeMs(async () => trainer = await openTrainer(model, o));
   try {
-    const params = initLoraWeights(model.config, spec, 0);
-    const weights = aggregationWeights(episodes, "token_mean", length);
-    const batches = planMicroBatches(episodes, weights, 4096, trainer!.maxChunk);
-    const scalars = { temperature: 1, epsLow: 0.2, epsHigh: 0.2, beta: 0 };
-    const step = () => accumulate(trainer!, batches, params, scalars);
-    await step(); // warm-up: shaders compile on the first run
-    const seconds = await medianOf(o.repeats, async () => (await timeMs(step)) / 1000);
-    const tokens = TRAIN_ROWS * length;
-    const tflops = (4 * totalParams(model.config) * tokens) / seconds / 1e12;
-    return {
-      tokens_per_step: tokens,
-      build_and_load_ms: buildMs,
-      seconds_per_step: seconds,
-      tok_per_s: tokens / seconds,
-      tflops_4n: tflops,
-      mfu: o.peakTflops ? tflops / o.peakTflops : null,
-    };
+    const rows = [];
+    for (const tokens of o.trainTokens) {
+      const episodes = trainEpisodes(tokens, model.config.vocab_size);
+      if (o.batchPrefix) await writeBatchJson(`${o.batchPrefix}-${tokens}.json`, episodes);
+      const step = trainStep(trainer!, model, episodes);
+      await step(); // warm-up: shaders compile on the first run
+      const seconds = await medianOf(o.repeats, async () => (await timeMs(step)) / 1000);
+      const done = episodes.reduce((n, e) => n + e.tokens.length, 0);
+      const tflops = (4 * totalParams(model.config) * done) / seconds / 1e12;
+      rows.push({
+        tokens_per_step: done,
+        build_and_load_ms: buildMs,
+        seconds_per_step: seconds,
+        tok_per_s: done / seconds,
+        tflops_4n: tflops,
+        mfu: o.peakTflops ? tflops / o.peakTflops : null,
+      });
+    }
+    return rows;
   } finally {
     await trainer!.close();
   }
 }
 
+/** `batch` prompts of `o.promptTokens` random tokens. */
+function randomPrompts(batch: number, o: GpuBenchOptions, vocab: number, rand: () => number): number[][] {
+  const draw = () => Math.floor(rand() * Math.min(vocab, 150000));
+  return Array.from({ length: batch }, () => Array.from({ length: o.promptTokens }, draw));
+}
+
+/** Prefills `prompts` and decodes `newTokens` each; returns decode tokens/s. */
+async function generateOnce(policy: LocalPolicy, prompts: number[][], o: GpuBenchOptions, newTokens: number) {
+  const session = await policy.startBatch(prompts, { capacity: o.promptTokens + newTokens + 1 });
+  try {
+    await session.generate({ maxNewTokens: newTokens, temperature: 1 });
+    const s = await session.stats();
+    return s.decodeTokens / (s.decodeMs / 1000);
+  } finally {
+    await session.close();
+  }
+}
+
+function openPolicy(dir: string, o: GpuBenchOptions, maxSequences: number): Promise<LocalPolicy> {
+  return LocalPolicy.load(dir, { ep: o.ep, compute: o.compute, maxSequences });
+}
+
 /** Decode tokens/s at each batch size (prefill excluded), sampling at temperature 1. */
 async function decode(dir: string, o: GpuBenchOptions) {
-  const policy = await LocalPolicy.load(dir, {
-    ep: o.ep,
-    compute: o.compute,
-    maxSequences: Math.max(...o.batches),
-  });
+  const policy = await openPolicy(dir, o, Math.max(...o.batches));
   const params = totalParams(policy.config);
   const rand = mulberry32(99);
   try {
     const rows = [];
     for (const batch of o.batches) {
-      const prompts = Array.from(
-        { length: batch },
-        () =>
-          Array.from(
-            { length: o.promptTokens },
-            () => Math.floor(rand() * Math.min(policy.config.vocab_size, 150000)),
-          ),
-      );
-      const once = async () => {
-        const session = await policy.startBatch(prompts, { capacity: o.promptTokens + o.decodeTokens + 1 });
-        try {
-          await session.generate({ maxNewTokens: o.decodeTokens, temperature: 1 });
-          const s = await session.stats();
-          return s.decodeTokens / (s.decodeMs / 1000);
-        } finally {
-          await session.close();
-        }
-      };
+      const prompts = randomPrompts(batch, o, policy.config.vocab_size, rand);
+      const once = () => generateOnce(policy, prompts, o, o.decodeTokens);
       await once(); // warm-up
       const tokPerS = await medianOf(o.repeats, once);
       rows.push({ batch, decode_tok_per_s: tokPerS, decode_tflops_2n: (2 * params * tokPerS) / 1e12 });
@@ -124,8 +158,75 @@ async function decode(dir: string, o: GpuBenchOptions) {
   }
 }
 
+/** The last run of the session that ran most (the graph measured), summarized for the JSON. */
+function lastRun(traces: readonly TraceEvent[][]) {
+  const runs = traces.map(profileRuns).sort((a, b) => b.length - a.length)[0] ?? [];
+  if (runs.length === 0) {
+    throw new Error(`gpu_bench profile: no model_run in the ${traces.length} profile(s) written`);
+  }
+  return summaryJson(summarizeRun(runs.at(-1)!, TOP_OPS));
+}
+
+function summaryJson(s: RunSummary) {
+  return {
+    kernels: s.kernels,
+    gpu_dispatches: s.gpuDispatches,
+    run_ms: s.runMs,
+    host_ms: s.hostMs,
+    gpu_ms: s.gpuMs,
+    top_ops: s.ops.map((op) => ({ op: op.op, kernels: op.kernels, host_ms: op.hostMs, gpu_ms: op.gpuMs })),
+  };
+}
+
+/** One decode step at `batch`, profiled: the last step of a generation after a warm-up one. */
+async function profileDecode(dir: string, o: GpuBenchOptions, batch: number) {
+  const traces = await profiled(async () => {
+    const policy = await openPolicy(dir, o, batch);
+    try {
+      const prompts = randomPrompts(batch, o, policy.config.vocab_size, mulberry32(7));
+      await generateOnce(policy, prompts, o, PROFILE_DECODE_TOKENS); // warm-up
+      await generateOnce(policy, prompts, o, PROFILE_DECODE_TOKENS);
+    } finally {
+      await policy.close();
+    }
+  });
+  return lastRun(traces);
+}
+
+/** One train micro-batch run at `tokens`, profiled: the last run of a step after a warm-up step. */
+async function profileTrain(dir: string, o: GpuBenchOptions, tokens: number) {
+  const model = await openModelDir(dir);
+  const traces = await profiled(async () => {
+    const trainer = await openTrainer(model, o);
+    try {
+      const step = trainStep(trainer, model, trainEpisodes(tokens, model.config.vocab_size));
+      await step(); // warm-up
+      await step();
+    } finally {
+      await trainer.close();
+    }
+  });
+  return lastRun(traces);
+}
+
+/** `measure()`, or its failure as `{ error }` so that the timed rows are still reported. */
+async function orError<T>(measure: () => Promise<T>): Promise<T | { error: string }> {
+  try {
+    return await measure();
+  } catch (e) {
+    return { error: e instanceof Error ? e.message : String(e) };
+  }
+}
+
 export async function benchGpu(dir: string, o: GpuBenchOptions) {
   const model = await openModelDir(dir);
+  const train = await trainRows(dir, o);
+  const decodeRows = await decode(dir, o);
+  const batch = Math.max(...o.batches), tokens = Math.max(...o.trainTokens);
+  const profile = {
+    decode_step: { batch, ...await orError(() => profileDecode(dir, o, batch)) },
+    train_run: { tokens, ...await orError(() => profileTrain(dir, o, tokens)) },
+  };
   return {
     impl: "deno-rl",
     model: dir,
@@ -133,10 +234,14 @@ export async function benchGpu(dir: string, o: GpuBenchOptions) {
     compute: o.compute,
     params: totalParams(model.config),
     peak_tflops: o.peakTflops,
-    train: await trainStep(dir, o),
-    decode: await decode(dir, o),
+    train,
+    decode: decodeRows,
+    profile,
   };
 }
+
+/** A comma-separated list of whole numbers. */
+const numbers = (text: string) => text.split(",").map(Number);
 
 if (import.meta.main) {
   const { values } = parseArgs(Deno.args, {
@@ -150,7 +255,7 @@ if (import.meta.main) {
       "train-tokens",
       "repeats",
       "peak-tflops",
-      "write-batch",
+      "batch-prefix",
     ],
   });
   const v = values as Record<string, string | undefined>;
@@ -158,13 +263,13 @@ if (import.meta.main) {
   const result = await benchGpu(v.model, {
     ep: (v.ep ?? "webgpu") as ExecutionProvider,
     compute: (v.compute ?? "float16") as ComputeDtype,
-    batches: (v.batches ?? "1,8,32").split(",").map(Number),
+    batches: numbers(v.batches ?? "1,8,32,64"),
     promptTokens: Number(v.prompt ?? 128),
     decodeTokens: Number(v.decode ?? 64),
-    trainTokens: Number(v["train-tokens"] ?? 512),
+    trainTokens: numbers(v["train-tokens"] ?? "512,8192"),
     repeats: Number(v.repeats ?? 3),
     peakTflops: v["peak-tflops"] ? Number(v["peak-tflops"]) : null,
-    writeBatch: v["write-batch"],
+    batchPrefix: v["batch-prefix"],
   });
   console.log(JSON.stringify(result));
 }

@@ -4,20 +4,22 @@
 A Qwen3 built by transformers from the same model directory (config.json and safetensors), LoRA through
 peft (r 16, alpha 32, all seven projections), on CUDA:
 
-  train: one GRPO-style LoRA step on the batch gpu_bench.ts wrote (--batch FILE): forward, the clipped
-         surrogate over the scored tokens (docs/DESIGN.md "The objective", on-policy so the ratio is 1),
-         backward; no optimizer update. tok_per_s = real tokens / median seconds over --steps timed steps
-         after one warm-up; tflops_4n = 4 × base params × tokens / seconds, as gpu_bench.ts counts.
+  train: one GRPO-style LoRA step on each batch gpu_bench.ts wrote (--batch FILE, repeated: one row per
+         train size): forward, the clipped surrogate over the scored tokens (docs/DESIGN.md "The
+         objective", on-policy so the ratio is 1), backward; no optimizer update. tok_per_s = real tokens
+         / median seconds over --steps timed steps after one warm-up; tflops_4n = 4 × base params ×
+         tokens / seconds, as gpu_bench.ts counts.
   decode: `generate` with sampling at temperature 1 from --batches prompts of --prompt random tokens,
          exactly --decode new tokens each (min_new_tokens = max_new_tokens), KV cache on; the prefill is
          timed apart (a max_new_tokens=1 call) and subtracted, as gpu_bench.ts excludes it.
 
 Prints one JSON object: {impl, torch_version, transformers_version, peft_version, device, dtype, train:
-{...}, decode: [{batch, decode_tok_per_s, decode_tflops_2n}]}, or {error} when torch, transformers, peft
-or a CUDA device is missing (the bench then shows the peer as unavailable).
+[{tokens_per_step, seconds_per_step, tok_per_s, tflops_4n}, one per --batch], decode: [{batch,
+decode_tok_per_s, decode_tflops_2n}]}, or {error} when torch, transformers, peft or a CUDA device is
+missing (the bench then shows the peer as unavailable).
 
-  python3 bench/peer_torch_gpu.py --model DIR --batch FILE [--dtype float16] [--batches 1,8,32]
-      [--prompt 128] [--decode 64] [--steps 3] [--device cuda]
+  python3 bench/peer_torch_gpu.py --model DIR --batch FILE [--batch FILE ...] [--dtype float16]
+      [--batches 1,8,32,64] [--prompt 128] [--decode 64] [--steps 3] [--device cuda]
 """
 
 import argparse
@@ -38,9 +40,9 @@ def fail(message):
 def parse():
     p = argparse.ArgumentParser()
     p.add_argument("--model", required=True)
-    p.add_argument("--batch", required=True)
+    p.add_argument("--batch", required=True, action="append", help="a train batch; repeat for more rows")
     p.add_argument("--dtype", default="float16", choices=["float16", "bfloat16", "float32"])
-    p.add_argument("--batches", default="1,8,32")
+    p.add_argument("--batches", default="1,8,32,64")
     p.add_argument("--prompt", type=int, default=128)
     p.add_argument("--decode", type=int, default=64)
     p.add_argument("--steps", type=int, default=3)
@@ -77,8 +79,8 @@ def load(args):
     return torch, model, base_params, versions
 
 
-def train(torch, model, args, base_params):
-    with open(args.batch) as f:
+def train(torch, model, args, base_params, path):
+    with open(path) as f:
         batch = json.load(f)
     rows = [torch.tensor(t) for t in batch["tokens"]]
     width = max(len(r) for r in rows)
@@ -143,7 +145,7 @@ def main():
     name = torch.cuda.get_device_name(0) if device.startswith("cuda") else "cpu"
     result = {"impl": "pytorch+transformers+peft", **versions, "device": name, "dtype": args.dtype,
               "params": base_params}
-    result["train"] = train(torch, model, args, base_params)
+    result["train"] = [train(torch, model, args, base_params, path) for path in args.batch]
     result["decode"] = decode(torch, model, args, base_params)
     print(json.dumps(result))
 

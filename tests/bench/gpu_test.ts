@@ -1,16 +1,39 @@
 /**
  * `deno task bench --only gpu` at a tiny size on WebGPU (CI: lavapipe): the command a GPU machine runs,
- * end to end — our train step and decode on the provider, the PyTorch peer (reported unavailable where
- * torch, transformers or peft are missing), the device's name, and the Markdown tables. Runs where WebGPU
- * starts, like tests/engine/webgpu_test.ts; its output goes to a temporary --out folder.
+ * end to end — our train step at two sizes and decode at the configured batches on the provider, the
+ * PyTorch peer (reported unavailable where torch, transformers or peft are missing), the device's name, the
+ * Markdown tables, and the diagnosis read from onnxruntime's profile (kernels of one decode step and one
+ * train micro-batch run, in the table and the JSON). Runs where WebGPU starts, like
+ * tests/engine/webgpu_test.ts; its output goes to a temporary --out folder. The defaults (train at 512 and
+ * 8,192 tokens, decode up to batch 64) are checked against the configuration, not run here.
  */
 
 import assert from "node:assert/strict";
+import { join } from "node:path";
+import { loadConfig } from "../../lib/config/mod.ts";
 import { command } from "../helpers/commands.ts";
 import { webgpuTest } from "../helpers/webgpu.ts";
 
+const TRAIN_TOKENS = [16, 32];
+const BATCHES = [1, 2];
+
+Deno.test("bench.gpu_train_tokens and bench.gpu_batches default to 512 and 8,192 tokens and batches 1 to 64", async () => {
+  const { config } = await loadConfig({});
+  assert.deepEqual(config.bench.gpu_train_tokens, [512, 8192]);
+  assert.deepEqual(config.bench.gpu_batches, [1, 8, 32, 64]);
+  assert.deepEqual(config.bench.batches, [1, 8, 32], "the CPU sections keep their own batches");
+});
+
+/** The Markdown rows of a table whose first cell matches `first`. */
+function rows(md: string, first: RegExp): string[][] {
+  return md.split("\n").filter((l) => l.startsWith("| ")).map((l) => l.slice(2, -2).split(" | "))
+    .filter((cells) => first.test(cells[0]));
+}
+
+const positiveInteger = (x: unknown) => typeof x === "number" && Number.isInteger(x) && x > 0;
+
 webgpuTest(
-  "deno task bench --only gpu runs at a tiny size and reports train and decode beside the peer",
+  "deno task bench --only gpu runs at a tiny size: a train row per size, a decode row per batch, and kernels from the profile",
   async () => {
     const out = await Deno.makeTempDir({ prefix: "bench-gpu-" });
     const r = await command("bench/bench.ts", [
@@ -20,26 +43,44 @@ webgpuTest(
       "tiny",
       "--out",
       out,
-      "--bench.batches=[1,2]",
+      `--bench.gpu_batches=[${BATCHES}]`,
       "--bench.prompt_tokens=8",
       "--bench.decode_tokens=3",
       "--bench.repeats=1",
-      "--bench.train_tokens=16",
-    ], { timeoutMs: 600_000 });
+      `--bench.gpu_train_tokens=[${TRAIN_TOKENS}]`,
+    ], { timeoutMs: 900_000 });
     assert.equal(r.code, 0, r.stderr);
     assert.match(r.stdout, /### GPU, tiny: webgpu, float16, on \S/);
-    const train = /^\| tiny \| 16 \| ([\d.]+) \| ([\d.]+) \|/m.exec(r.stdout);
-    assert.ok(train && Number(train[2]) > 0, `train row with tokens/s:\n${r.stdout}`);
-    for (const batch of [1, 2]) {
-      const row = new RegExp(`^\\| ${batch} \\| ([\\d.]+) \\|`, "m").exec(r.stdout);
-      assert.ok(row && Number(row[1]) > 0, `decode row for batch ${batch}`);
-    }
+    const train = rows(r.stdout, /^tiny$/);
+    assert.deepEqual(train.map((c) => Number(c[1])), TRAIN_TOKENS, `a train row per size:\n${r.stdout}`);
+    assert.ok(train.every((c) => Number(c[3]) > 0), "tokens/s");
+    const decode = rows(r.stdout, /^\d+$/);
+    assert.deepEqual(decode.map((c) => Number(c[0])), BATCHES, `a decode row per batch:\n${r.stdout}`);
+    assert.ok(decode.every((c) => Number(c[1]) > 0), "decode tokens/s");
     assert.match(r.stdout, /PyTorch: (torch \S+, transformers|unavailable \()/);
+
+    const profiled = rows(r.stdout, /^(decode step|train micro-batch)/);
+    assert.deepEqual(profiled.map((c) => c[0]), ["decode step, batch 2", "train micro-batch, 32 tokens"]);
+    assert.ok(profiled.every((c) => positiveInteger(Number(c[1]))), `kernels in the table:\n${r.stdout}`);
+
     const files = [...Deno.readDirSync(out)].map((e) => e.name);
+    for (const tokens of TRAIN_TOKENS) {
+      assert.ok(files.includes(`gpu-batch-tiny-${tokens}.json`), files.join());
+    }
+    const json = files.find((f) => /^results-.*\.json$/.test(f));
+    assert.ok(json && files.includes(json.replace(/\.json$/, ".md")), files.join());
+    const { ours } = JSON.parse(await Deno.readTextFile(join(out, json)))["gpu:tiny"];
+    const { decode_step, train_run } = ours.profile;
+    assert.ok(positiveInteger(decode_step.kernels), JSON.stringify(decode_step));
+    assert.ok(positiveInteger(train_run.kernels), JSON.stringify(train_run));
     assert.ok(
-      files.some((f) => /^results-.*\.md$/.test(f)) && files.includes("gpu-batch-tiny.json"),
-      files.join(),
+      train_run.kernels > decode_step.kernels,
+      "a train run (forward and backward) runs more kernels",
     );
+    for (const p of [decode_step, train_run]) {
+      assert.ok(p.host_ms > 0 && p.run_ms > 0 && p.top_ops.length > 0, JSON.stringify(p));
+      assert.ok(p.gpu_ms === null || p.gpu_ms > 0, JSON.stringify(p));
+    }
     await Deno.remove(out, { recursive: true });
   },
 );

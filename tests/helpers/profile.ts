@@ -1,50 +1,19 @@
 /**
  * onnxruntime's per-node profiles (lib/engine/session.ts writes them under DENO_RL_ORT_PROFILE), read back
- * to see which provider ran each node and what crossed between host and device inside a run.
+ * to see which provider ran each node and what crossed between host and device inside a run (the parser is
+ * lib/ort/profile.ts).
  *
  * @module
  */
 
-import { join } from "node:path";
+import { profiled as profiledTraces } from "../../lib/engine/profiled.ts";
+import { type NodeEvent, nodeEvents } from "../../lib/ort/profile.ts";
 
-/** One node execution from a profile. */
-export interface NodeEvent {
-  name: string;
-  op: string;
-  provider: string;
-  inputs: Record<string, number[]>[];
-  outputs: Record<string, number[]>[];
-}
+export type { NodeEvent } from "../../lib/ort/profile.ts";
 
 /** Runs `fn` with profiling on for every engine session it opens; returns their node events. */
 export async function profiled(fn: () => Promise<void>): Promise<NodeEvent[]> {
-  const dir = await Deno.makeTempDir({ prefix: "ort-profile-" });
-  Deno.env.set("DENO_RL_ORT_PROFILE", join(dir, "profile"));
-  try {
-    await fn();
-  } finally {
-    Deno.env.delete("DENO_RL_ORT_PROFILE");
-  }
-  const events: NodeEvent[] = [];
-  for await (const file of Deno.readDir(dir)) {
-    const trace = JSON.parse(await Deno.readTextFile(join(dir, file.name))) as {
-      cat?: string;
-      name: string;
-      args?: Record<string, unknown>;
-    }[];
-    for (const e of trace) {
-      if (e.cat !== "Node" || !e.name.endsWith("_kernel_time") || !e.args?.provider) continue;
-      events.push({
-        name: e.name.slice(0, -"_kernel_time".length),
-        op: String(e.args.op_name),
-        provider: String(e.args.provider),
-        inputs: (e.args.input_type_shape ?? []) as Record<string, number[]>[],
-        outputs: (e.args.output_type_shape ?? []) as Record<string, number[]>[],
-      });
-    }
-  }
-  await Deno.remove(dir, { recursive: true });
-  return events;
+  return (await profiledTraces(fn)).flatMap(nodeEvents);
 }
 
 function tensors(list: Record<string, number[]>[]): { dtype: string; size: number; dims: number[] }[] {

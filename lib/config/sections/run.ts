@@ -73,11 +73,19 @@ export const bench = {
     default: "float16",
     doc: "--only gpu: weights and activations (PyTorch's peer uses the same dtype)",
   }),
-  train_tokens: int({
-    default: 512,
-    min: 8,
-    max: MAX_CONTEXT,
-    doc: "--only gpu: tokens in the timed train step",
+  gpu_batches: listOf<number>({
+    item: { kind: "int", min: 1, max: 4096 },
+    default: [1, 8, 32, 64],
+    minItems: 1,
+    unique: true,
+    doc: "--only gpu: decode batch sizes to measure",
+  }),
+  gpu_train_tokens: listOf<number>({
+    item: { kind: "int", min: 8, max: MAX_CONTEXT },
+    default: [512, 8192],
+    minItems: 1,
+    unique: true,
+    doc: "--only gpu: tokens per timed train step, one row each (2 sequences of tokens / 2)",
   }),
   gpu_peak_tflops: float({
     default: null,
