@@ -8,6 +8,10 @@
  *
  *   deno run -A bench/gpu_bench.ts --model DIR [--ep webgpu] [--compute float16] [--batches 1,8,32]
  *     [--prompt 128] [--decode 64] [--train-tokens 512] [--repeats 3] [--peak-tflops X] [--write-batch FILE]
+ *     [--webgpu-options storageBufferCacheMode=simple,validationMode=disabled]
+ *
+ * `--webgpu-options` sets onnxruntime's WebGPU provider options (lib/ort/webgpu_options.ts) over the
+ * project's defaults (`WEBGPU_DEFAULTS`, what `model.webgpu` defaults to), for every session of the run.
  *
  * FLOPs are counted as the CPU benchmarks count them: 4 × parameters per trained token (forward and the
  * backward to the activations; the frozen weights get no gradient), 2 × parameters per decoded token.
@@ -22,7 +26,8 @@ import { LocalPolicy } from "../lib/engine/local_policy.ts";
 import type { ComputeDtype } from "../lib/model/graph/forms.ts";
 import { initLoraWeights, LORA_TARGET_NAMES, type LoraSpec } from "../lib/model/lora.ts";
 import { openModelDir } from "../lib/model/model_dir.ts";
-import type { ExecutionProvider } from "../lib/ort/providers.ts";
+import type { ExecutionProvider, ProviderOptions } from "../lib/ort/providers.ts";
+import { WEBGPU_DEFAULTS } from "../lib/config/sections/model.ts";
 import { aggregationWeights, planMicroBatches } from "../lib/train/batch.ts";
 import { accumulate } from "../lib/train/step.ts";
 import { Trainer } from "../lib/train/trainer.ts";
@@ -32,6 +37,8 @@ import { mulberry32 } from "../lib/data/random.ts";
 
 export interface GpuBenchOptions {
   ep: ExecutionProvider;
+  /** `ep`'s onnxruntime options (webgpu's: `WEBGPU_DEFAULTS` unless `--webgpu-options` changes them). */
+  providerOptions: ProviderOptions;
   compute: ComputeDtype;
   batches: number[];
   promptTokens: number;
@@ -59,7 +66,7 @@ async function trainStep(dir: string, o: GpuBenchOptions) {
       withReference: false,
       ep: o.ep,
       compute: o.compute,
-    });
+    }, { providerOptions: o.providerOptions });
   });
   try {
     const params = initLoraWeights(model.config, spec, 0);
@@ -88,6 +95,7 @@ async function trainStep(dir: string, o: GpuBenchOptions) {
 async function decode(dir: string, o: GpuBenchOptions) {
   const policy = await LocalPolicy.load(dir, {
     ep: o.ep,
+    providerOptions: o.providerOptions,
     compute: o.compute,
     maxSequences: Math.max(...o.batches),
   });
@@ -130,6 +138,7 @@ export async function benchGpu(dir: string, o: GpuBenchOptions) {
     impl: "deno-rl",
     model: dir,
     ep: o.ep,
+    provider_options: o.providerOptions,
     compute: o.compute,
     params: totalParams(model.config),
     peak_tflops: o.peakTflops,
@@ -151,12 +160,15 @@ if (import.meta.main) {
       "repeats",
       "peak-tflops",
       "write-batch",
+      "webgpu-options",
     ],
   });
   const v = values as Record<string, string | undefined>;
   if (!v.model) throw new Error("gpu_bench: --model DIR is required");
+  const ep = (v.ep ?? "webgpu") as ExecutionProvider;
   const result = await benchGpu(v.model, {
-    ep: (v.ep ?? "webgpu") as ExecutionProvider,
+    ep,
+    providerOptions: ep === "webgpu" ? { ...WEBGPU_DEFAULTS, ...keyValues(v["webgpu-options"] ?? "") } : {},
     compute: (v.compute ?? "float16") as ComputeDtype,
     batches: (v.batches ?? "1,8,32").split(",").map(Number),
     promptTokens: Number(v.prompt ?? 128),
@@ -167,4 +179,17 @@ if (import.meta.main) {
     writeBatch: v["write-batch"],
   });
   console.log(JSON.stringify(result));
+}
+
+/** `"a=1,b=2"` → `{ a: "1", b: "2" }`. */
+function keyValues(text: string): Record<string, string> {
+  return Object.fromEntries(
+    text.split(",").filter(Boolean).map((kv) => {
+      const at = kv.indexOf("=");
+      if (at < 1) {
+        throw new Error(`gpu_bench: --webgpu-options ${kv}: write key=value, e.g. validationMode=disabled`);
+      }
+      return [kv.slice(0, at), kv.slice(at + 1)];
+    }),
+  );
 }
