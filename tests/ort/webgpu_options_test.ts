@@ -2,8 +2,8 @@
  * WebGPU provider options through the C API (lib/ort/session.ts, lib/ort/webgpu_options.ts): every value
  * of every key this project sets is accepted and the session computes; a value onnxruntime does not know
  * fails the session with onnxruntime's own message; options reach the device memory's helper sessions;
- * options for a provider that is not appended, or for one that takes none here, are refused before
- * onnxruntime sees them.
+ * the Node binding (the engine's fallback) takes the same keys; options for a provider that is not
+ * appended, or for one that takes none here, are refused before onnxruntime sees them.
  *
  * The WebGPU tests run where the provider starts (CI: lavapipe) and are skipped elsewhere (helpers/webgpu.ts).
  */
@@ -13,6 +13,7 @@ import { GraphBuilder } from "../../lib/onnx/builder.ts";
 import { OrtError } from "../../lib/ort/api.ts";
 import { OrtSession } from "../../lib/ort/session.ts";
 import { OrtTensor } from "../../lib/ort/value.ts";
+import { createSession } from "../../lib/engine/session.ts";
 import {
   ORT_WEBGPU_DEFAULTS,
   WEBGPU_BUFFER_CACHE_MODES,
@@ -104,6 +105,30 @@ webgpuTest(
       session.release();
     }
     return Promise.resolve();
+  },
+);
+
+webgpuTest(
+  "the Node binding, the engine's fallback, takes the same options beside the provider's name",
+  async () => {
+    const dir = await Deno.makeTempDir();
+    try {
+      const ok = await createSession(addModel(), dir, {
+        ep: "webgpu",
+        providerOptions: { validationMode: "full" },
+      });
+      await ok.release();
+      await assert.rejects(
+        () =>
+          createSession(addModel(), dir, {
+            ep: "webgpu",
+            providerOptions: { storageBufferCacheMode: "fast" },
+          }),
+        /Invalid buffer cache mode: fast/,
+      );
+    } finally {
+      await Deno.remove(dir, { recursive: true });
+    }
   },
 );
 
