@@ -46,9 +46,9 @@ export interface OrtSessionOptions {
   /** In order of preference; default ["cpu"]. */
   providers?: readonly ExecutionProvider[];
   /**
-   * Options of the providers in `providers`, by provider (webgpu only so far: `SessionOptionsAppend
-   * ExecutionProvider` takes them; webgpu_options.ts lists WebGPU's). A value onnxruntime refuses fails
-   * the session with its message.
+   * Options of the providers in `providers`, by provider: webgpu's only so far, passed as keys and values
+   * to `SessionOptionsAppendExecutionProvider` (webgpu_options.ts lists them). A value onnxruntime refuses
+   * fails the session with onnxruntime's message.
    */
   providerOptions?: Readonly<Partial<Record<ExecutionProvider, ProviderOptions>>>;
   /** Write a profile (JSON) with this file prefix; it is closed by `endProfiling()` or `release()`. */
@@ -296,7 +296,7 @@ function appendProvider(
       `OrtSession: provider options for ${provider} (${Object.keys(options)}): only webgpu takes any`,
     );
   }
-  if (provider === "cpu") return;
+  if (provider === "cpu") return; // always there, after the others
   if (provider === "webgpu") {
     const keys = entries.map(([key]) => cString(key));
     const values = entries.map(([, value]) => cString(value));

@@ -55,8 +55,8 @@ const webgpu = {
   validation_mode: choice({
     choices: WEBGPU_VALIDATION_MODES,
     default: WEBGPU_DEFAULTS.validationMode,
-    doc: "checks on each GPU dispatch: disabled | wgpuOnly (Dawn's) | basic (+ onnxruntime's) | full " +
-      "(onnxruntime's validationMode)",
+    doc: "checks on each GPU dispatch: disabled | wgpuOnly (WebGPU's own) | basic (plus onnxruntime's) | " +
+      "full (plus types) (onnxruntime's validationMode)",
   }),
 };
 
