@@ -8,7 +8,10 @@
  *
  *   deno run -A bench/gpu_bench.ts --model DIR [--ep webgpu] [--compute float16] [--batches 1,8,32,64]
  *     [--prompt 128] [--decode 64] [--train-tokens 512,8192] [--repeats 3] [--peak-tflops X]
- *     [--batch-prefix FILE_PREFIX]
+ *     [--batch-prefix FILE_PREFIX] [--webgpu-options storageBufferCacheMode=simple,validationMode=disabled]
+ *
+ * `--webgpu-options` sets onnxruntime's WebGPU provider options (lib/ort/webgpu_options.ts) over the
+ * project's defaults (`WEBGPU_DEFAULTS`, what `model.webgpu` defaults to), for every session of the run.
  *
  * FLOPs are counted as the CPU benchmarks count them: 4 × parameters per trained token (forward and the
  * backward to the activations; the frozen weights get no gradient), 2 × parameters per decoded token.
@@ -32,7 +35,8 @@ import type { ComputeDtype } from "../lib/model/graph/forms.ts";
 import { initLoraWeights, LORA_TARGET_NAMES, type LoraSpec } from "../lib/model/lora.ts";
 import { type ModelDir, openModelDir } from "../lib/model/model_dir.ts";
 import { profileRuns, type RunSummary, summarizeRun, type TraceEvent } from "../lib/ort/profile.ts";
-import type { ExecutionProvider } from "../lib/ort/providers.ts";
+import type { ExecutionProvider, ProviderOptions } from "../lib/ort/providers.ts";
+import { WEBGPU_DEFAULTS } from "../lib/config/sections/model.ts";
 import { aggregationWeights, planMicroBatches } from "../lib/train/batch.ts";
 import { accumulate } from "../lib/train/step.ts";
 import { Trainer } from "../lib/train/trainer.ts";
@@ -42,6 +46,8 @@ import { mulberry32 } from "../lib/data/random.ts";
 
 export interface GpuBenchOptions {
   ep: ExecutionProvider;
+  /** `ep`'s onnxruntime options (webgpu's: `WEBGPU_DEFAULTS` unless `--webgpu-options` changes them). */
+  providerOptions: ProviderOptions;
   compute: ComputeDtype;
   batches: number[];
   promptTokens: number;
@@ -74,7 +80,7 @@ function openTrainer(model: ModelDir, o: GpuBenchOptions): Promise<Trainer> {
     withReference: false,
     ep: o.ep,
     compute: o.compute,
-  });
+  }, { providerOptions: o.providerOptions });
 }
 
 /** One train step (forward and backward over every micro-batch) on `episodes`, as a function. */
@@ -135,7 +141,12 @@ async function generateOnce(policy: LocalPolicy, prompts: number[][], o: GpuBenc
 }
 
 function openPolicy(dir: string, o: GpuBenchOptions, maxSequences: number): Promise<LocalPolicy> {
-  return LocalPolicy.load(dir, { ep: o.ep, compute: o.compute, maxSequences });
+  return LocalPolicy.load(dir, {
+    ep: o.ep,
+    providerOptions: o.providerOptions,
+    compute: o.compute,
+    maxSequences,
+  });
 }
 
 /** Decode tokens/s at each batch size (prefill excluded), sampling at temperature 1. */
@@ -231,6 +242,7 @@ export async function benchGpu(dir: string, o: GpuBenchOptions) {
     impl: "deno-rl",
     model: dir,
     ep: o.ep,
+    provider_options: o.providerOptions,
     compute: o.compute,
     params: totalParams(model.config),
     peak_tflops: o.peakTflops,
@@ -256,12 +268,15 @@ if (import.meta.main) {
       "repeats",
       "peak-tflops",
       "batch-prefix",
+      "webgpu-options",
     ],
   });
   const v = values as Record<string, string | undefined>;
   if (!v.model) throw new Error("gpu_bench: --model DIR is required");
+  const ep = (v.ep ?? "webgpu") as ExecutionProvider;
   const result = await benchGpu(v.model, {
-    ep: (v.ep ?? "webgpu") as ExecutionProvider,
+    ep,
+    providerOptions: ep === "webgpu" ? { ...WEBGPU_DEFAULTS, ...keyValues(v["webgpu-options"] ?? "") } : {},
     compute: (v.compute ?? "float16") as ComputeDtype,
     batches: numbers(v.batches ?? "1,8,32,64"),
     promptTokens: Number(v.prompt ?? 128),
@@ -272,4 +287,17 @@ if (import.meta.main) {
     batchPrefix: v["batch-prefix"],
   });
   console.log(JSON.stringify(result));
+}
+
+/** `"a=1,b=2"` → `{ a: "1", b: "2" }`. */
+function keyValues(text: string): Record<string, string> {
+  return Object.fromEntries(
+    text.split(",").filter(Boolean).map((kv) => {
+      const at = kv.indexOf("=");
+      if (at < 1) {
+        throw new Error(`gpu_bench: --webgpu-options ${kv}: write key=value, e.g. validationMode=disabled`);
+      }
+      return [kv.slice(0, at), kv.slice(at + 1)];
+    }),
+  );
 }

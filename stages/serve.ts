@@ -6,6 +6,7 @@
  * The stage is a function (`serve`) plus a thin `main`; it runs until interrupted.
  */
 import { loadPolicy } from "../lib/engine/worker_policy.ts";
+import { providerOptionsOf } from "../lib/config/sections/model.ts";
 import { checkAdapterRoot, checkExposure, startServer } from "../lib/serve/serve.ts";
 import { progress, runStageMain, type StageArgs } from "../lib/cli/cli.ts";
 
@@ -22,6 +23,7 @@ export async function serve(args: StageArgs): Promise<void> {
   const policy = await loadPolicy(model.path, {
     adapter: model.adapter,
     ep: model.ep,
+    providerOptions: providerOptionsOf(model),
     compute: model.compute_dtype,
     threads: model.threads,
     maxSequences: options.max_sequences,

@@ -3,7 +3,7 @@
  * `UserError` naming the key to change; all run in `validateConfig`, before any model loads.
  */
 import { UserError } from "../errors.ts";
-import { type Config, GROUP_ESTIMATORS } from "./schema.ts";
+import { type Config, GROUP_ESTIMATORS, WEBGPU_DEFAULTS, WEBGPU_OPTION_NAMES } from "./schema.ts";
 import { checkMcpServers } from "./sections/mcp.ts";
 
 type Rule = (config: Config) => void;
@@ -96,6 +96,26 @@ const computeDtype: Rule = ({ model }) => {
       value: "float16",
       why: "float16 compute needs a GPU provider (on cpu onnxruntime casts it back to float32, slower)",
       fix: "set model.ep to webgpu or cuda, or model.compute_dtype to float32",
+    });
+  }
+};
+
+/**
+ * WebGPU's options with another provider are refused, not ignored: onnxruntime takes provider options only
+ * with their provider (`SessionOptionsAppendExecutionProvider("WebGPU", keys, values)`, onnxruntime-node's
+ * `{ name: "webgpu", ... }`), so on cpu or cuda they would do nothing, and a value changed from its default
+ * there is most likely a forgotten `--model.ep=webgpu`. Keys left at their defaults pass on any provider.
+ */
+const webgpuOptions: Rule = ({ model }) => {
+  if (model.ep === "webgpu") return;
+  for (const [key, option] of Object.entries(WEBGPU_OPTION_NAMES)) {
+    const value = model.webgpu[key as keyof typeof WEBGPU_OPTION_NAMES];
+    if (value === WEBGPU_DEFAULTS[option]) continue;
+    throw new UserError(`config key model.webgpu.${key}`, {
+      value,
+      why:
+        `it is an option of onnxruntime's WebGPU provider, and model.ep is ${model.ep}, which would ignore it`,
+      fix: `set model.ep to webgpu, or model.webgpu.${key} back to ${WEBGPU_DEFAULTS[option]}`,
     });
   }
 };
@@ -193,6 +213,7 @@ const RULES: Rule[] = [
   arithmeticRange,
   judgeEndpoint,
   computeDtype,
+  webgpuOptions,
   demoHeads,
   guidedCallsLocal,
 ];

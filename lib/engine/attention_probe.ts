@@ -18,7 +18,7 @@ import { GraphBuilder } from "../onnx/builder.ts";
 import { OPS } from "../onnx/ops.ts";
 import type { Qwen3Config } from "../model/hf_config.ts";
 import { ropeTables } from "../model/graph/rope.ts";
-import type { ExecutionProvider } from "../ort/providers.ts";
+import type { ExecutionProvider, ProviderOptions } from "../ort/providers.ts";
 import { OrtSession } from "../ort/session.ts";
 import { OrtTensor } from "../ort/value.ts";
 
@@ -31,14 +31,21 @@ const TOLERANCE = 1e-4;
 
 const verdicts = new Map<string, number>();
 
-/** New tokens a GroupQueryAttention call may carry on `ep` for `cfg`'s heads (Infinity: no limit). */
-export function attentionTokenLimit(ep: ExecutionProvider, cfg: Qwen3Config): number {
+/**
+ * New tokens a GroupQueryAttention call may carry on `ep` for `cfg`'s heads (Infinity: no limit). The
+ * probe's session opens with `providerOptions`, the engine's own (none of them changes the arithmetic).
+ */
+export function attentionTokenLimit(
+  ep: ExecutionProvider,
+  cfg: Qwen3Config,
+  providerOptions: ProviderOptions = {},
+): number {
   if (ep === "cpu") return Infinity;
   const { num_attention_heads: h, num_key_value_heads: kv, head_dim: d } = cfg;
   const key = `${ep}:${h}:${kv}:${d}`;
   let limit = verdicts.get(key);
   if (limit === undefined) {
-    const [cpu, device] = [runProbe("cpu", h, kv, d), runProbe(ep, h, kv, d)];
+    const [cpu, device] = [runProbe("cpu", h, kv, d, {}), runProbe(ep, h, kv, d, providerOptions)];
     const worst = cpu.reduce((w, v, i) => Math.max(w, Math.abs(v - device[i])), 0);
     limit = worst <= TOLERANCE ? Infinity : SAFE_TOKENS;
     verdicts.set(key, limit);
@@ -47,7 +54,13 @@ export function attentionTokenLimit(ep: ExecutionProvider, cfg: Qwen3Config): nu
 }
 
 /** One first-prompt GroupQueryAttention call of PROBE_TOKENS tokens on `ep`; returns its output. */
-function runProbe(ep: ExecutionProvider, heads: number, kvHeads: number, dim: number): Float32Array {
+function runProbe(
+  ep: ExecutionProvider,
+  heads: number,
+  kvHeads: number,
+  dim: number,
+  providerOptions: ProviderOptions,
+): Float32Array {
   const S = PROBE_TOKENS;
   const g = new GraphBuilder("gqa_probe");
   const rope = ropeTables(dim, 1e6, S);
@@ -65,7 +78,10 @@ function runProbe(ep: ExecutionProvider, heads: number, kvHeads: number, dim: nu
   g.output(y, "y");
   g.output(presentKey, "present_key");
   g.output(presentValue, "present_value");
-  const session = OrtSession.create(g.toModel(), { providers: [ep] });
+  const session = OrtSession.create(g.toModel(), {
+    providers: [ep],
+    providerOptions: { [ep]: providerOptions },
+  });
   try {
     const random = uniforms(7);
     const t = (n: number, dims: number[]) =>

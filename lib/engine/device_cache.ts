@@ -104,7 +104,7 @@ export class DeviceKvCache implements BatchCache {
 
   #rowCopier(): RowCopier {
     this.#copier ??= new RowCopier(
-      this.#memory.provider,
+      this.#memory,
       this.#tensors.length,
       this.#tensors[0].dims,
       this.#type,
@@ -130,8 +130,9 @@ class RowCopier {
   readonly #read: OrtSession;
   readonly #write: OrtSession;
 
+  /** Graphs over `count` tensors of `dims`, in sessions on `memory`'s provider with its options. */
   constructor(
-    provider: DeviceMemory["provider"],
+    memory: DeviceMemory,
     count: number,
     dims: readonly number[],
     type: DeviceElementType,
@@ -148,8 +149,12 @@ class RowCopier {
       const part = write.input(`rows.${i}`, type, ["n", ...inner]);
       write.output(OPS.ScatterND.emit(write, into, at, part), `updated.${i}`); // [B, nKV, M, D]
     }
-    this.#read = OrtSession.create(read.toModel(), { providers: [provider] });
-    this.#write = OrtSession.create(write.toModel(), { providers: [provider] });
+    const options = {
+      providers: [memory.provider],
+      providerOptions: { [memory.provider]: memory.providerOptions },
+    };
+    this.#read = OrtSession.create(read.toModel(), options);
+    this.#write = OrtSession.create(write.toModel(), options);
   }
 
   read(cache: readonly DeviceTensor[], staging: readonly DeviceTensor[], indices: BigInt64Array): void {

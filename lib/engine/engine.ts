@@ -130,7 +130,9 @@ export class InferenceEngine {
     const forms = graphForms(options.ep, options.compute);
     const built = buildInferenceModel(model, lora, forms, sessionWeights(options));
     const session = await openEngineSession(built.bytes, built.externalFolder, options, built.shared);
-    const limit = session.device ? attentionTokenLimit(options.ep ?? "cpu", model.config) : Infinity;
+    const limit = session.device
+      ? attentionTokenLimit(options.ep ?? "cpu", model.config, options.providerOptions)
+      : Infinity;
     const engine = new InferenceEngine(model.config, lora, session, limit, forms.compute);
     engine.setLoraWeights(null, 0);
     return engine;

@@ -7,6 +7,7 @@
  */
 
 import type { Config } from "../config/schema.ts";
+import { providerOptionsOf } from "../config/sections/model.ts";
 import type { Policy } from "./policy.ts";
 import { loadPolicy, type LoadPolicyOptions } from "./worker_policy.ts";
 import { ServerPolicy } from "./remote/server_policy.ts";
@@ -17,6 +18,7 @@ export async function openPolicy(model: Config["model"], options: LoadPolicyOpti
     return await loadPolicy(model.path, {
       adapter: model.adapter,
       ep: model.ep,
+      providerOptions: providerOptionsOf(model),
       compute: model.compute_dtype,
       threads: model.threads,
       ...options,

@@ -9,7 +9,7 @@
 import type { Qwen3Config } from "../model/hf_config.ts";
 import type { Adapter, LoraSpec } from "../model/lora.ts";
 import type { BatchStats, GenerateOptions, Generation } from "./generate.ts";
-import type { ExecutionProvider } from "../ort/providers.ts";
+import type { ExecutionProvider, ProviderOptions } from "../ort/providers.ts";
 import type { SharedWeights } from "../model/shared_weights.ts";
 import type { ComputeDtype } from "../model/graph/forms.ts";
 import type { ScoredWithAlternatives } from "./engine.ts";
@@ -29,6 +29,8 @@ export interface PolicyOptions {
   lora?: LoraSpec | null;
   /** Execution provider, default "cpu". */
   ep?: ExecutionProvider;
+  /** `ep`'s onnxruntime options (webgpu only; from `model.webgpu` by `providerOptionsOf`); default none. */
+  providerOptions?: ProviderOptions;
   /** Weights and activations: float32 (default), or float16 on a GPU provider. */
   compute?: ComputeDtype;
   /** onnxruntime intra-op threads; 0 or absent = one per core. */

@@ -8,6 +8,7 @@
  */
 
 import type { Config } from "../config/schema.ts";
+import { providerOptionsOf } from "../config/sections/model.ts";
 import type { LoadPolicyOptions } from "./worker_policy.ts";
 
 export function policyOptionsOf(config: Config, adapter = config.model.adapter): LoadPolicyOptions {
@@ -16,6 +17,7 @@ export function policyOptionsOf(config: Config, adapter = config.model.adapter):
     adapter,
     lora: { r, alpha, rslora, targets: [...targets] },
     ep: config.model.ep,
+    providerOptions: providerOptionsOf(config.model),
     compute: config.model.compute_dtype,
     threads: config.model.threads,
     maxSequences: config.rollout.max_batch,

@@ -33,7 +33,7 @@
 import * as ort from "onnxruntime-node";
 import { UserError } from "../errors.ts";
 import { ortApi } from "../ort/api.ts";
-import type { ExecutionProvider } from "../ort/providers.ts";
+import type { ExecutionProvider, ProviderOptions } from "../ort/providers.ts";
 import type { ComputeDtype } from "../model/graph/forms.ts";
 import {
   GRAPH_OPTIMIZATION,
@@ -54,6 +54,11 @@ import { type SharedTensor, sharedTensorData, type SharedWeights } from "../mode
 /** How to run a graph. */
 export interface SessionOptions {
   ep?: ExecutionProvider;
+  /**
+   * `ep`'s options: onnxruntime's key/value provider options (webgpu only; lib/ort/webgpu_options.ts
+   * lists WebGPU's). Every session of a process should get the same: they share the device's context.
+   */
+  providerOptions?: ProviderOptions;
   /** Weights and activations: float32 (default), or float16 on a GPU provider (graph/forms.ts). */
   compute?: ComputeDtype;
   /** Intra-op threads; 0 or absent lets onnxruntime choose (one per core). */
@@ -68,6 +73,8 @@ export interface SessionOptions {
 /** Options resolved from `SessionOptions` and the environment knobs. */
 interface ResolvedOptions {
   ep: ExecutionProvider;
+  /** `ep`'s options; empty where none are given. */
+  providerOptions: ProviderOptions;
   logSeverity: LogSeverity | undefined;
   threads: number;
   optimization: GraphOptimization;
@@ -108,6 +115,7 @@ function resolveOptions(
   }
   return {
     ep,
+    providerOptions: options.providerOptions ?? {},
     logSeverity: (log as LogSeverity | undefined) ?? (ep === "cpu" ? undefined : "error"),
     threads: options.threads && options.threads > 0 ? options.threads : 0,
     optimization: optimization as GraphOptimization,
@@ -123,8 +131,10 @@ export async function createSession(
   options: SessionOptions = {},
 ): Promise<ort.InferenceSession> {
   const o = resolveOptions(externalFolder, options);
+  // The binding takes a provider's options beside its name (WebGPU's by the same keys as the C API).
+  const provider = Object.keys(o.providerOptions).length > 0 ? { name: o.ep, ...o.providerOptions } : o.ep;
   const sessionOptions: ort.InferenceSession.SessionOptions = {
-    executionProviders: [o.ep],
+    executionProviders: [provider],
     graphOptimizationLevel: o.optimization,
     interOpNumThreads: 1,
     extra: { session: { ...o.config } },
@@ -156,6 +166,7 @@ export async function openEngineSession(
     try {
       const session = OrtSession.create(bytes, {
         providers: [o.ep],
+        providerOptions: { [o.ep]: o.providerOptions },
         intraOpThreads: o.threads,
         interOpThreads: 1,
         graphOptimization: o.optimization,

@@ -17,7 +17,7 @@
  */
 
 import { check, cString, ortApi, outPointer, outSlot } from "./api.ts";
-import type { ExecutionProvider } from "./providers.ts";
+import type { ExecutionProvider, ProviderOptions } from "./providers.ts";
 import { ortEnv } from "./env.ts";
 import type { OrtTensor } from "./value.ts";
 
@@ -105,15 +105,25 @@ export class DeviceTensor implements OrtValueHandle {
 /** A session's allocator for its device provider's memory. */
 export class DeviceMemory {
   readonly provider: Exclude<ExecutionProvider, "cpu">;
+  /**
+   * The options the session's provider was appended with: a session that works on these tensors opens
+   * with the same (lib/engine/device_cache.ts), since they share the device's context (webgpu_options.ts).
+   */
+  readonly providerOptions: ProviderOptions;
   #info: Deno.PointerValue;
   #allocator: Deno.PointerValue;
   /** Every tensor made here and not yet released. */
   readonly #owned = new Set<DeviceTensor>();
 
   /** The allocator of `session` (an `OrtSession*`) for `provider`'s default device memory. */
-  constructor(session: Deno.PointerObject, provider: Exclude<ExecutionProvider, "cpu">) {
+  constructor(
+    session: Deno.PointerObject,
+    provider: Exclude<ExecutionProvider, "cpu">,
+    providerOptions: ProviderOptions = {},
+  ) {
     const api = ortApi();
     this.provider = provider;
+    this.providerOptions = providerOptions;
     const info = outSlot();
     const name = DEVICE_MEMORY_NAME[provider];
     check(

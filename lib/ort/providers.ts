@@ -12,3 +12,9 @@ export const EXECUTION_PROVIDERS = ["cpu", "webgpu", "cuda"] as const;
 
 /** One of `EXECUTION_PROVIDERS`. */
 export type ExecutionProvider = typeof EXECUTION_PROVIDERS[number];
+
+/**
+ * A provider's options: onnxruntime's key/value provider options, both strings, keys without the
+ * `ep.<provider>.` prefix the C API adds (WebGPU's: webgpu_options.ts).
+ */
+export type ProviderOptions = Readonly<Record<string, string>>;

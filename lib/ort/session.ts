@@ -26,7 +26,7 @@ import { check, cString, ortApi, outPointer, outSlot } from "./api.ts";
 import { IoBinding } from "./binding.ts";
 import { DeviceMemory } from "./device.ts";
 import { ortEnv } from "./env.ts";
-import type { ExecutionProvider } from "./providers.ts";
+import type { ExecutionProvider, ProviderOptions } from "./providers.ts";
 import type { OrtTensor } from "./value.ts";
 
 /** Graph optimization levels (`GraphOptimizationLevel`). */
@@ -45,6 +45,12 @@ export interface OrtSessionOptions {
   config?: Record<string, string>;
   /** In order of preference; default ["cpu"]. */
   providers?: readonly ExecutionProvider[];
+  /**
+   * Options of the providers in `providers`, by provider: webgpu's only so far, passed as keys and values
+   * to `SessionOptionsAppendExecutionProvider` (webgpu_options.ts lists them). A value onnxruntime refuses
+   * fails the session with onnxruntime's message.
+   */
+  providerOptions?: Readonly<Partial<Record<ExecutionProvider, ProviderOptions>>>;
   /** Write a profile (JSON) with this file prefix; it is closed by `endProfiling()` or `release()`. */
   profileFilePrefix?: string;
   /**
@@ -110,11 +116,14 @@ export class OrtSession {
   readonly #names = new Map<string, CName>();
   /** What the session reads from outside itself: kept reachable until release(). */
   readonly #borrowed: unknown[];
+  /** The options its providers were appended with (its device memory hands them on). */
+  readonly #providerOptions: NonNullable<OrtSessionOptions["providerOptions"]>;
 
-  private constructor(session: Deno.PointerObject, profiling: boolean, borrowed: unknown[]) {
+  private constructor(session: Deno.PointerObject, profiling: boolean, options: OrtSessionOptions) {
     this.#session = session;
     this.#profiling = profiling;
-    this.#borrowed = borrowed;
+    this.#borrowed = [options.initializers, options.prepackedWeights];
+    this.#providerOptions = options.providerOptions ?? {};
     this.inputNames = sessionNames(session, "input");
     this.outputNames = sessionNames(session, "output");
   }
@@ -136,8 +145,7 @@ export class OrtSession {
       } else {
         check(api.CreateSessionFromArray(env, model, n, opts, out), "CreateSessionFromArray");
       }
-      const borrowed = [options.initializers, options.prepackedWeights];
-      return new OrtSession(outPointer(out)!, options.profileFilePrefix !== undefined, borrowed);
+      return new OrtSession(outPointer(out)!, options.profileFilePrefix !== undefined, options);
     } finally {
       api.ReleaseSessionOptions(opts);
     }
@@ -185,9 +193,12 @@ export class OrtSession {
     check(ortApi().RunWithBinding(this.#live(), null, binding.pointer), "RunWithBinding");
   }
 
-  /** This session's allocator for `provider`'s device memory (device.ts); release it before the session. */
+  /**
+   * This session's allocator for `provider`'s device memory (device.ts), carrying the provider's options
+   * for the sessions that work on its tensors; release it before the session.
+   */
   deviceMemory(provider: Exclude<ExecutionProvider, "cpu">): DeviceMemory {
-    return new DeviceMemory(this.#live(), provider);
+    return new DeviceMemory(this.#live(), provider, this.#providerOptions[provider] ?? {});
   }
 
   /** Ends profiling and returns the profile's file name (null when profiling is off). */
@@ -257,7 +268,14 @@ function createOptions(options: OrtSessionOptions): Deno.PointerObject {
     if (options.profileFilePrefix !== undefined) {
       check(api.EnableProfiling(opts, cString(options.profileFilePrefix)), "EnableProfiling");
     }
-    for (const provider of options.providers ?? ["cpu"]) appendProvider(opts, provider);
+    const providers: readonly string[] = options.providers ?? ["cpu"];
+    const stray = Object.keys(options.providerOptions ?? {}).filter((p) => !providers.includes(p));
+    if (stray.length > 0) {
+      throw new Error(
+        `OrtSession: provider options for ${stray}, not among the providers (${providers}); pass them with it`,
+      );
+    }
+    for (const p of options.providers ?? ["cpu"]) appendProvider(opts, p, options.providerOptions?.[p] ?? {});
     return opts;
   } catch (e) {
     api.ReleaseSessionOptions(opts);
@@ -265,12 +283,31 @@ function createOptions(options: OrtSessionOptions): Deno.PointerObject {
   }
 }
 
-function appendProvider(opts: Deno.PointerObject, provider: ExecutionProvider): void {
+/** Appends `provider` with its `options` (only WebGPU takes options here; CPU is always there, last). */
+function appendProvider(
+  opts: Deno.PointerObject,
+  provider: ExecutionProvider,
+  options: ProviderOptions,
+): void {
   const api = ortApi();
+  const entries = Object.entries(options);
+  if (provider !== "webgpu" && entries.length > 0) {
+    throw new Error(
+      `OrtSession: provider options for ${provider} (${Object.keys(options)}): only webgpu takes any`,
+    );
+  }
   if (provider === "cpu") return; // always there, after the others
   if (provider === "webgpu") {
-    const status = api.SessionOptionsAppendExecutionProvider(opts, cString("WebGPU"), null, null, 0n);
-    check(status, "SessionOptionsAppendExecutionProvider WebGPU");
+    const keys = entries.map(([key]) => cString(key));
+    const values = entries.map(([, value]) => cString(value));
+    const status = api.SessionOptionsAppendExecutionProvider(
+      opts,
+      cString("WebGPU"),
+      addressArray(keys),
+      addressArray(values),
+      BigInt(entries.length),
+    );
+    check(status, "SessionOptionsAppendExecutionProvider WebGPU"); // a refused value: ORT's message names it
     return;
   }
   const out = outSlot();
@@ -314,6 +351,11 @@ function takeString(allocator: Deno.PointerValue, pointer: Deno.PointerValue): s
   const text = Deno.UnsafePointerView.getCString(pointer);
   check(ortApi().AllocatorFree(allocator, pointer), "AllocatorFree");
   return text;
+}
+
+/** `const char* const*`: the addresses of C strings (`cString`), which must outlive the call. */
+function addressArray(strings: readonly Uint8Array<ArrayBuffer>[]): BigUint64Array {
+  return BigUint64Array.from(strings, (s) => BigInt(Deno.UnsafePointer.value(Deno.UnsafePointer.of(s))));
 }
 
 /** `OrtValue* const*`: the addresses of `values`, in order. */

@@ -13,6 +13,7 @@
 
 import { join } from "node:path";
 import type { Config, ModelConfig, TrainConfig } from "../config/schema.ts";
+import { providerOptionsOf } from "../config/sections/model.ts";
 import { UserError } from "../errors.ts";
 import { sha256Hex } from "../fs/sha256.ts";
 import { type Adapter, initLoraWeights, type LoraSpec } from "../model/lora.ts";
@@ -115,6 +116,7 @@ export class TrainSession {
       ep: model.ep,
       compute: model.compute_dtype,
     }, {
+      providerOptions: providerOptionsOf(model),
       threads: model.threads,
       sharedWeights: shared.weights,
     });

@@ -13,11 +13,15 @@ import {
   DEFAULT_CONFIG_FILE,
   defaultConfig,
   loadConfig,
+  providerOptionsOf,
   SCHEMA,
   schemaPaths,
   validateConfig,
+  WEBGPU_DEFAULTS,
+  webgpuProviderOptions,
 } from "../../lib/config/mod.ts";
 import { isField, type Section } from "../../lib/config/fields.ts";
+import { WEBGPU_BUFFER_CACHE_MODES, WEBGPU_VALIDATION_MODES } from "../../lib/ort/webgpu_options.ts";
 import { demoSettings } from "../../lib/demo/settings.ts";
 
 /** Runs `body`, expects a one-line `UserError`, and checks its message holds every fragment. */
@@ -163,6 +167,87 @@ Deno.test("choices list the valid values and suggest the closest", () => {
     "format",
   );
   expectUserError(() => validateWith("score.rewards", {}), "score.rewards", "at least 1");
+});
+
+/** `WEBGPU_DEFAULTS` spelled as `model.webgpu`'s keys. */
+const WEBGPU_DEFAULTS_BY_KEY = {
+  storage_buffer_cache_mode: WEBGPU_DEFAULTS.storageBufferCacheMode,
+  uniform_buffer_cache_mode: WEBGPU_DEFAULTS.uniformBufferCacheMode,
+  query_resolve_buffer_cache_mode: WEBGPU_DEFAULTS.queryResolveBufferCacheMode,
+  default_buffer_cache_mode: WEBGPU_DEFAULTS.defaultBufferCacheMode,
+  validation_mode: WEBGPU_DEFAULTS.validationMode,
+};
+
+Deno.test("model.webgpu: a value onnxruntime does not take is refused with the valid choices", () => {
+  expectUserError(
+    () => validateWith("model.webgpu.storage_buffer_cache_mode", "lazy_release"),
+    'model.webgpu.storage_buffer_cache_mode (got "lazy_release")',
+    "disabled, lazyRelease, simple, bucket",
+    "did you mean lazyRelease?",
+  );
+  expectUserError(
+    () => validateWith("model.webgpu.validation_mode", "none"),
+    "model.webgpu.validation_mode",
+    "disabled, wgpuOnly, basic, full",
+  );
+  expectUserError(
+    () => applyOverrides(defaultConfig(), [["model.webgpu.graph_capture", "true"]]),
+    "unknown key model.webgpu.graph_capture",
+    "storage_buffer_cache_mode",
+  );
+});
+
+Deno.test("model.webgpu set away from its defaults needs model.ep webgpu; at its defaults any provider passes", () => {
+  const storage = WEBGPU_BUFFER_CACHE_MODES.find((m) => m !== WEBGPU_DEFAULTS.storageBufferCacheMode)!;
+  const validation = WEBGPU_VALIDATION_MODES.find((m) => m !== WEBGPU_DEFAULTS.validationMode)!;
+  const webgpu = { storage_buffer_cache_mode: storage, validation_mode: validation };
+  const gpu = validateConfig({ model: { ep: "webgpu", webgpu } });
+  assert.deepEqual([gpu.model.webgpu.storage_buffer_cache_mode, gpu.model.webgpu.validation_mode], [
+    storage,
+    validation,
+  ]);
+  for (const ep of ["cpu", "cuda"]) {
+    expectUserError(
+      () => validateConfig({ model: { ep, webgpu } }),
+      `config key model.webgpu.storage_buffer_cache_mode (got "${storage}")`,
+      `model.ep is ${ep}`,
+      "Fix: set model.ep to webgpu, or model.webgpu.storage_buffer_cache_mode back to " +
+        WEBGPU_DEFAULTS.storageBufferCacheMode,
+    );
+  }
+  expectUserError(
+    () => validateConfig({ model: { webgpu: { validation_mode: validation } } }),
+    "model.webgpu.validation_mode",
+    `back to ${WEBGPU_DEFAULTS.validationMode}`,
+  );
+  validateConfig({ model: { ep: "cpu", webgpu: { ...WEBGPU_DEFAULTS_BY_KEY } } });
+});
+
+Deno.test("model.webgpu becomes onnxruntime's WebGPU provider options, by its keys, on webgpu only", () => {
+  const defaults = defaultConfig().model;
+  assert.deepEqual(defaults.webgpu, WEBGPU_DEFAULTS_BY_KEY);
+  assert.deepEqual(webgpuProviderOptions(defaults.webgpu), WEBGPU_DEFAULTS);
+  const model = validateConfig({
+    model: {
+      ep: "webgpu",
+      webgpu: {
+        storage_buffer_cache_mode: "simple",
+        uniform_buffer_cache_mode: "lazyRelease",
+        query_resolve_buffer_cache_mode: "bucket",
+        default_buffer_cache_mode: "simple",
+        validation_mode: "wgpuOnly",
+      },
+    },
+  }).model;
+  assert.deepEqual(providerOptionsOf(model), {
+    storageBufferCacheMode: "simple",
+    uniformBufferCacheMode: "lazyRelease",
+    queryResolveBufferCacheMode: "bucket",
+    defaultBufferCacheMode: "simple",
+    validationMode: "wgpuOnly",
+  });
+  assert.deepEqual(providerOptionsOf(defaults), {}, "cpu: none");
+  assert.deepEqual(providerOptionsOf({ ...defaults, ep: "cuda" }), {}, "cuda: none");
 });
 
 Deno.test("an old config's train.loss.aggregation: sft is refused at load with the fix: objective sft", async () => {

@@ -18,6 +18,10 @@ import type { LoraSpec } from "../../lib/model/lora.ts";
 import { openModelDir } from "../../lib/model/model_dir.ts";
 import { aggregationWeights, planMicroBatches, type TrainEpisode } from "../../lib/train/batch.ts";
 import { Trainer } from "../../lib/train/trainer.ts";
+import { TrainSession } from "../../lib/train/train_session.ts";
+import { validateConfig } from "../../lib/config/mod.ts";
+import { openPolicy } from "../../lib/engine/open_policy.ts";
+import { policyOptionsOf } from "../../lib/engine/policy_options.ts";
 import { initValueHead } from "../../lib/train/value_head.ts";
 import { randomAdapter } from "../helpers/adapters.ts";
 import { makeTinyModel } from "../helpers/tiny_model.ts";
@@ -142,20 +146,27 @@ for (const compute of DTYPES) {
   );
 }
 
+/**
+ * Three sequences decoded together, each continued after its first turn: prefills, decode steps, and
+ * continuations at later slots (the device cache's staged rows and their copier sessions).
+ */
+function multiTurn(policy: LocalPolicy) {
+  return Promise.all([tokens(3, 21), tokens(9, 22), tokens(40, 23)].map(async (prompt, i) => {
+    const s = await policy.openSequence(prompt, { seed: i, capacity: 128 });
+    const first = await s.generate({ maxNewTokens: 3, temperature: 0 });
+    await s.append(tokens(5 + 30 * i, 30 + i)); // 35 and 65 appended tokens: continuations in pieces
+    const second = await s.generate({ maxNewTokens: 3, temperature: 0 });
+    const all = await s.tokens();
+    await s.close();
+    return { all, logprobs: [...first.logprobs, ...second.logprobs] };
+  }));
+}
+
 webgpuTest(
   "multi-turn sequences on WebGPU (device KV cache, continuations at later slots) give the CPU's tokens",
   async () => {
     const { cpu, gpu, close } = await pair("float32");
-    const run = (policy: LocalPolicy) =>
-      Promise.all([tokens(3, 21), tokens(9, 22), tokens(40, 23)].map(async (prompt, i) => {
-        const s = await policy.openSequence(prompt, { seed: i, capacity: 128 });
-        const first = await s.generate({ maxNewTokens: 3, temperature: 0 });
-        await s.append(tokens(5 + 30 * i, 30 + i)); // 35 and 65 appended tokens: continuations in pieces
-        const second = await s.generate({ maxNewTokens: 3, temperature: 0 });
-        const all = await s.tokens();
-        await s.close();
-        return { all, logprobs: [...first.logprobs, ...second.logprobs] };
-      }));
+    const run = multiTurn;
     try {
       const [a, b] = [await run(cpu), await run(gpu)];
       a.forEach((x, i) => {
@@ -170,6 +181,60 @@ webgpuTest(
     }
   },
 );
+
+/** WebGPU options other than onnxruntime's defaults on every key this project sets (webgpu_options.ts). */
+const OTHER_OPTIONS = {
+  storageBufferCacheMode: "simple",
+  uniformBufferCacheMode: "lazyRelease",
+  queryResolveBufferCacheMode: "bucket",
+  defaultBufferCacheMode: "simple",
+  validationMode: "disabled",
+};
+
+/**
+ * The options change how buffers are reused and what is checked, not the arithmetic: the same tokens and
+ * log-probs, to the bit. The policies open one after the other, never together: the options belong to
+ * the device's context, which the first open session creates and later ones share (webgpu_options.ts).
+ */
+webgpuTest(
+  "with non-default WebGPU provider options a policy decodes the defaults' tokens and log-probs",
+  async () => {
+    const { dir, adapter } = await model();
+    const run = async (providerOptions?: Record<string, string>) => {
+      const gpu = await LocalPolicy.load(dir, { adapter, ep: "webgpu", providerOptions });
+      try {
+        const [greedy] = await gpu.generate([tokens(20, 61)], { maxNewTokens: 8, temperature: 0 });
+        return { greedy, turns: await multiTurn(gpu) };
+      } finally {
+        await gpu.close();
+      }
+    };
+    const defaults = await run();
+    const other = await run(OTHER_OPTIONS);
+    assert.deepEqual(other.greedy.tokens, defaults.greedy.tokens);
+    assert.deepEqual(other.greedy.logprobs, defaults.greedy.logprobs);
+    assert.deepEqual(other.turns, defaults.turns);
+  },
+);
+
+/** The options reach each session: a value onnxruntime refuses fails the policy and the trainer alike. */
+webgpuTest("WebGPU provider options reach the policy's session and the trainer's", async () => {
+  const { dir, adapter } = await model();
+  const refused = /Invalid validation mode: none/;
+  const providerOptions = { ...OTHER_OPTIONS, validationMode: "none" };
+  await assert.rejects(() => LocalPolicy.load(dir, { adapter, ep: "webgpu", providerOptions }), refused);
+  const spec = { lora: SPEC, objective: "clipped" as const, withReference: false, ep: "webgpu" as const };
+  const m = await openModelDir(dir);
+  await assert.rejects(() => Trainer.create(m, spec, { providerOptions }), refused);
+  // From a config (a value the loader would refuse, set after it): the pipeline's policy and trainer.
+  const config = validateConfig({ model: { path: dir, ep: "webgpu" }, train: { lora: { r: 2, alpha: 4 } } });
+  (config.model.webgpu as Record<string, string>).validation_mode = "none";
+  await assert.rejects(
+    () => openPolicy(config.model, { ...policyOptionsOf(config), worker: false }),
+    refused,
+  );
+  await assert.rejects(() => TrainSession.open(config, null), refused);
+});
 
 /**
  * One micro-batch's train outputs on `ep`: GRPO's clipped loss, or with `ppo` the same loss plus the value

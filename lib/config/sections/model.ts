@@ -1,13 +1,81 @@
 /** Schema of the `model` and `data` sections (see schema.ts). */
-import { EXECUTION_PROVIDERS } from "../../ort/providers.ts";
+import { EXECUTION_PROVIDERS, type ExecutionProvider, type ProviderOptions } from "../../ort/providers.ts";
+import {
+  ORT_WEBGPU_DEFAULTS,
+  WEBGPU_BUFFER_CACHE_MODES,
+  WEBGPU_VALIDATION_MODES,
+  type WebGpuOptions,
+} from "../../ort/webgpu_options.ts";
 import { COMPUTE_DTYPES } from "../../model/graph/forms.ts";
-import { bool, choice, int, str } from "../fields.ts";
+import { bool, choice, type Infer, int, str } from "../fields.ts";
 
 /** How an arithmetic expression is written and evaluated (lib/data/arithmetic.ts). */
 export const ARITHMETIC_ORDERS = ["precedence", "left_to_right"] as const;
 export type ArithmeticOrder = typeof ARITHMETIC_ORDERS[number];
 
 export const DATA_SOURCES = ["gsm8k", "mbpp", "mbpp_sanitized", "arithmetic", "jsonl", "parquet"] as const;
+
+/**
+ * The defaults of `model.webgpu`, by onnxruntime option: for now onnxruntime's own (`ORT_WEBGPU_DEFAULTS`),
+ * so a run that sets nothing is as before. They are to be chosen by measurement on an NVIDIA GPU (issue 29:
+ * there storageBufferCacheMode simple with validationMode disabled took a 4,096-token train step from 2.19 s
+ * to 1.62 s, and decode did not change). To change one, change it here and in config.yaml (which must hold
+ * the schema's defaults: tests/config/load_test.ts).
+ */
+export const WEBGPU_DEFAULTS: Readonly<WebGpuOptions> = { ...ORT_WEBGPU_DEFAULTS };
+
+/** Each `model.webgpu` key and the WebGPU provider option it sets (lib/ort/webgpu_options.ts). */
+export const WEBGPU_OPTION_NAMES = {
+  storage_buffer_cache_mode: "storageBufferCacheMode",
+  uniform_buffer_cache_mode: "uniformBufferCacheMode",
+  query_resolve_buffer_cache_mode: "queryResolveBufferCacheMode",
+  default_buffer_cache_mode: "defaultBufferCacheMode",
+  validation_mode: "validationMode",
+} as const satisfies Record<string, keyof WebGpuOptions>;
+
+/** A buffer cache mode key, defaulting to `WEBGPU_DEFAULTS[option]`. */
+function cacheMode(option: Exclude<keyof WebGpuOptions, "validationMode">, what: string) {
+  return choice({
+    choices: WEBGPU_BUFFER_CACHE_MODES,
+    default: WEBGPU_DEFAULTS[option],
+    doc: `how the WebGPU provider keeps freed ${what} for reuse (onnxruntime's ${option})`,
+  });
+}
+
+/**
+ * onnxruntime's WebGPU provider options (model.ep webgpu), values as onnxruntime spells them. The buffer
+ * cache modes: disabled (free at once), lazyRelease (free after the run), simple (reuse a buffer of the
+ * same size), bucket (round sizes up to buckets and reuse). One set per process: every session gets these.
+ */
+const webgpu = {
+  storage_buffer_cache_mode: cacheMode("storageBufferCacheMode", "storage buffers (every tensor's memory)"),
+  uniform_buffer_cache_mode: cacheMode("uniformBufferCacheMode", "uniform buffers (each dispatch's shapes)"),
+  query_resolve_buffer_cache_mode: cacheMode("queryResolveBufferCacheMode", "query buffers (profiling)"),
+  default_buffer_cache_mode: cacheMode("defaultBufferCacheMode", "other buffers (copies to the host)"),
+  validation_mode: choice({
+    choices: WEBGPU_VALIDATION_MODES,
+    default: WEBGPU_DEFAULTS.validationMode,
+    doc: "checks on each GPU dispatch: disabled | wgpuOnly (WebGPU's own) | basic (plus onnxruntime's) | " +
+      "full (plus types) (onnxruntime's validationMode)",
+  }),
+};
+
+/** The resolved `model.webgpu` section. */
+export type WebGpuConfig = Infer<typeof webgpu>;
+
+/** The WebGPU provider options `model.webgpu` sets, by onnxruntime's key (every key, defaults too). */
+export function webgpuProviderOptions(config: WebGpuConfig): Record<keyof WebGpuOptions, string> {
+  const entries = Object.entries(WEBGPU_OPTION_NAMES).map(([key, option]) => [
+    option,
+    config[key as keyof WebGpuConfig],
+  ]);
+  return Object.fromEntries(entries);
+}
+
+/** `model.ep`'s provider options, for every session the model opens: `model.webgpu`'s on webgpu, else none. */
+export function providerOptionsOf(model: { ep: ExecutionProvider; webgpu: WebGpuConfig }): ProviderOptions {
+  return model.ep === "webgpu" ? webgpuProviderOptions(model.webgpu) : {};
+}
 
 export const model = {
   path: str({
@@ -25,6 +93,7 @@ export const model = {
     default: "float32",
     doc: "weights and activations on a GPU provider (float16 halves memory; log-probs and loss stay float32)",
   }),
+  webgpu,
   threads: int({
     default: 0,
     min: 0,
