@@ -1,0 +1,107 @@
+/**
+ * Kernels per run, counted from onnxruntime's per-node profile (lib/engine/profiled.ts, lib/ort/profile.ts)
+ * on a model of Qwen3-0.6B's depth (28 layers; hidden 64, so it runs in seconds) with a LoRA adapter on all
+ * seven projections, as a rollout runs it: a one-token decode step, and one train micro-batch run (forward
+ * and backward). On a GPU every kernel is a dispatch (about 22 µs each on an H200 through WebGPU), so at
+ * small batches a step's time is its kernel count (issue 29).
+ *
+ * The bounds are what the graphs run today, with a little room, so that a change that adds kernels fails
+ * here; issue 29's targets (600 and 3,000) are not reached yet (docs/ENGINE_FACTS.md, "Kernels per run").
+ * Before the diet: 1,966 kernels per decode step and 6,998 per train run on the CPU provider.
+ */
+
+import assert from "node:assert/strict";
+import { LocalPolicy } from "../../lib/engine/local_policy.ts";
+import { profiled } from "../../lib/engine/profiled.ts";
+import type { ComputeDtype } from "../../lib/model/graph/forms.ts";
+import type { LoraSpec } from "../../lib/model/lora.ts";
+import { openModelDir } from "../../lib/model/model_dir.ts";
+import { profileRuns, type TraceEvent } from "../../lib/ort/profile.ts";
+import { aggregationWeights, planMicroBatches, type TrainEpisode } from "../../lib/train/batch.ts";
+import { Trainer } from "../../lib/train/trainer.ts";
+import { randomAdapter } from "../helpers/adapters.ts";
+import { makeTinyModel } from "../helpers/tiny_model.ts";
+import { webgpuTest } from "../helpers/webgpu.ts";
+
+/** Kernels one decode step may run (today: 868 on the CPU provider, 870 / 872 on WebGPU float32 / float16). */
+const DECODE_STEP_KERNELS = 900;
+/** Kernels one train micro-batch run may run (today: 5,806 on the CPU provider). */
+const TRAIN_RUN_KERNELS = 6_000;
+
+const SPEC: LoraSpec = { r: 2, alpha: 4, rslora: false, targets: ["q", "k", "v", "o", "gate", "up", "down"] };
+const DEEP = { layers: 28, vocab: 512, tokenizer: false, seed: 11 };
+
+/** The kernel count of each run of the session that ran most (the graph measured). */
+function kernelsPerRun(traces: readonly TraceEvent[][]): number[] {
+  const runs = traces.map(profileRuns).sort((a, b) => b.length - a.length)[0] ?? [];
+  assert.ok(runs.length > 0, "a profile with runs was written");
+  return runs.map((r) => r.nodes.length);
+}
+
+/** Kernels of the last decode step of a short generation with an adapter. */
+async function decodeStepKernels(ep: "cpu" | "webgpu", compute: ComputeDtype): Promise<number> {
+  const dir = await makeTinyModel(DEEP);
+  const adapter = randomAdapter((await openModelDir(dir)).config, SPEC, 5);
+  const traces = await profiled(async () => {
+    const policy = await LocalPolicy.load(dir, { adapter, ep, compute });
+    try {
+      await policy.generate([[1, 2, 3, 4, 5, 6]], { maxNewTokens: 4, temperature: 1 });
+    } finally {
+      await policy.close();
+    }
+  });
+  return kernelsPerRun(traces).at(-1)!;
+}
+
+/** Kernels of one train micro-batch run (two rows, GRPO's clipped objective). */
+async function trainRunKernels(ep: "cpu" | "webgpu", compute: ComputeDtype): Promise<number> {
+  const model = await openModelDir(await makeTinyModel(DEEP));
+  const adapter = randomAdapter(model.config, SPEC, 5);
+  const episodes: TrainEpisode[] = [40, 17].map((n, i) => ({
+    tokens: Array.from({ length: n }, (_, j) => (j * 7 + i) % 500),
+    lossMask: Array.from({ length: n }, (_, j) => (j >= 4 ? 1 : 0)),
+    inputs: { old_logprobs: Array(n).fill(-6.2), advantages: Array(n).fill(i ? -1 : 1) },
+  }));
+  const traces = await profiled(async () => {
+    const trainer = await Trainer.create(model, {
+      lora: SPEC,
+      objective: "clipped",
+      withReference: false,
+      ep,
+      compute,
+    });
+    try {
+      const [batch] = planMicroBatches(
+        episodes,
+        aggregationWeights(episodes, "token_mean", 64),
+        4096,
+        trainer.maxChunk,
+      );
+      const scalars = { temperature: 1, epsLow: 0.2, epsHigh: 0.28, beta: 0, vfCoef: 0.5, valueClip: 0.2 };
+      await trainer.run(batch, adapter.weights, scalars, {});
+    } finally {
+      await trainer.close();
+    }
+  });
+  return kernelsPerRun(traces).at(-1)!;
+}
+
+Deno.test("a decode step and a train run of a 28-layer model stay within their kernel counts (CPU)", async () => {
+  const decode = await decodeStepKernels("cpu", "float32");
+  assert.ok(
+    decode <= DECODE_STEP_KERNELS,
+    `a decode step ran ${decode} kernels (at most ${DECODE_STEP_KERNELS})`,
+  );
+  const train = await trainRunKernels("cpu", "float32");
+  assert.ok(train <= TRAIN_RUN_KERNELS, `a train run ran ${train} kernels (at most ${TRAIN_RUN_KERNELS})`);
+});
+
+webgpuTest(
+  "a decode step of a 28-layer model stays within its kernel count on WebGPU (float32, float16)",
+  async () => {
+    for (const compute of ["float32", "float16"] as const) {
+      const decode = await decodeStepKernels("webgpu", compute);
+      assert.ok(decode <= DECODE_STEP_KERNELS, `${compute}: a decode step ran ${decode} kernels`);
+    }
+  },
+);
