@@ -16,13 +16,21 @@ export type ArithmeticOrder = typeof ARITHMETIC_ORDERS[number];
 export const DATA_SOURCES = ["gsm8k", "mbpp", "mbpp_sanitized", "arithmetic", "jsonl", "parquet"] as const;
 
 /**
- * The defaults of `model.webgpu`, by onnxruntime option: for now onnxruntime's own (`ORT_WEBGPU_DEFAULTS`),
- * so a run that sets nothing is as before. They are to be chosen by measurement on an NVIDIA GPU (issue 29:
- * there storageBufferCacheMode simple with validationMode disabled took a 4,096-token train step from 2.19 s
- * to 1.62 s, and decode did not change). To change one, change it here and in config.yaml (which must hold
- * the schema's defaults: tests/config/load_test.ts).
+ * The defaults of `model.webgpu`, by onnxruntime option, chosen by measurement (BENCH.md, 2026-11-27, an
+ * NVIDIA H200 through its Vulkan driver, Qwen3-0.6B's shape, float16): storageBufferCacheMode simple with
+ * validationMode disabled took the 8,192-token LoRA train step from 7.66 s to 4.15 s (1.84×) and the
+ * 4,096-token one from 2.79 s to 1.70 s; decode moved by 1–4%. Which of the two gives what was not
+ * separated. `simple` keeps a freed buffer for reuse at its exact size until the session closes: memory can
+ * grow with the number of distinct shapes a run meets (on lavapipe, 40 prefills of 20–400 tokens held less
+ * memory than with `bucket`, growing by ~1 MB a call); set storage_buffer_cache_mode back to bucket if a long
+ * run's GPU memory climbs. Everything else is onnxruntime's own (`ORT_WEBGPU_DEFAULTS`). To change one,
+ * change it here and in config.yaml (which must hold the schema's defaults: tests/config/load_test.ts).
  */
-export const WEBGPU_DEFAULTS: Readonly<WebGpuOptions> = { ...ORT_WEBGPU_DEFAULTS };
+export const WEBGPU_DEFAULTS: Readonly<WebGpuOptions> = {
+  ...ORT_WEBGPU_DEFAULTS,
+  storageBufferCacheMode: "simple",
+  validationMode: "disabled",
+};
 
 /** Each `model.webgpu` key and the WebGPU provider option it sets (lib/ort/webgpu_options.ts). */
 export const WEBGPU_OPTION_NAMES = {
