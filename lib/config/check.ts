@@ -68,8 +68,10 @@ function checkRecords(
     if (!isMapping(item)) {
       throw wrongType(at, item, `a mapping with keys ${keys.join(", ")}`, undefined);
     }
-    for (const key of Object.keys(item)) if (!(key in spec.fields)) throw unknownKey(`${at}.${key}`, keys);
-    const missing = spec.required.find((key) => !(key in item));
+    for (const key of Object.keys(item)) {
+      if (!Object.hasOwn(spec.fields, key)) throw unknownKey(`${at}.${key}`, keys);
+    }
+    const missing = spec.required.find((key) => !Object.hasOwn(item, key));
     if (missing !== undefined) {
       throw new UserError(`config key ${at}.${missing}`, {
         why: `missing: every entry of ${path} needs ${spec.required.join(" and ")}`,
@@ -78,7 +80,9 @@ function checkRecords(
     }
     const out: Record<string, unknown> = {};
     for (const [key, field] of Object.entries(spec.fields)) {
-      out[key] = key in item ? checkField(field, item[key], `${at}.${key}`) : structuredClone(field.default);
+      out[key] = Object.hasOwn(item, key)
+        ? checkField(field, item[key], `${at}.${key}`)
+        : structuredClone(field.default);
     }
     return out;
   });

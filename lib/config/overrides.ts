@@ -23,7 +23,8 @@ function applyOne(root: Record<string, unknown>, path: string, text: string): vo
   let parent = root;
   for (let i = 0; i < keys.length; i++) {
     const [key, here, rest] = [keys[i], keys.slice(0, i + 1).join("."), keys.slice(i + 1)];
-    if (!(key in section)) throw unknownKey(here, Object.keys(section), keysNamed(key));
+    // Own keys only: `key in` would take Object.prototype's names (__proto__, toString) as sections.
+    if (!Object.hasOwn(section, key)) throw unknownKey(here, Object.keys(section), keysNamed(key));
     const node = section[key];
     if (!isField(node)) {
       if (rest.length === 0) throw isASection(here, node);

@@ -33,13 +33,17 @@ function checkSection(section: Section, raw: unknown, prefix: string): Record<st
   }
   const given = raw as Record<string, unknown>;
   for (const key of Object.keys(given)) {
-    if (!(key in section)) throw unknownKey(join(prefix, key), Object.keys(section), keysNamed(key));
+    // Own keys only: `key in` would take Object.prototype's names (__proto__, constructor, toString) as keys.
+    if (!Object.hasOwn(section, key)) {
+      throw unknownKey(join(prefix, key), Object.keys(section), keysNamed(key));
+    }
   }
   const out: Record<string, unknown> = {};
   for (const [key, node] of Object.entries(section)) {
     const path = join(prefix, key);
-    if (isField(node)) out[key] = key in given ? checkField(node, given[key], path) : copy(node.default);
-    else out[key] = checkSection(node, given[key] ?? {}, path);
+    if (isField(node)) {
+      out[key] = Object.hasOwn(given, key) ? checkField(node, given[key], path) : copy(node.default);
+    } else out[key] = checkSection(node, Object.hasOwn(given, key) ? given[key] ?? {} : {}, path);
   }
   return out;
 }
@@ -55,7 +59,7 @@ export function schemaPaths(section: Section = SCHEMA, prefix = ""): string[] {
 export function fieldAt(path: string): Field<unknown> | undefined {
   let node: Field<unknown> | Section = SCHEMA;
   for (const key of path.split(".")) {
-    if (isField(node) || !(key in node)) return undefined;
+    if (isField(node) || !Object.hasOwn(node, key)) return undefined;
     node = node[key];
   }
   return isField(node) ? node : undefined;

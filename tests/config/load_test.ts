@@ -445,3 +445,19 @@ Deno.test("a run's snapshot loads as a config without its identity section; any 
     );
   }
 });
+
+Deno.test("Object.prototype's names are unknown keys: in a file, in an MCP entry, and as overrides", async () => {
+  const refused = async (opts: Parameters<typeof loadConfig>[0], key: string) => {
+    const error = await loadConfig(opts).then(() => null, (e) => e);
+    assert.ok(error instanceof UserError, `${key}: ${error}`);
+    assert.match(error.message, new RegExp(`: unknown key ${key.replace(/[.[\]]/g, "\\$&")}:`));
+  };
+  await refused({ text: "model:\n  __proto__:\n    x: 1\n" }, "model.__proto__");
+  await refused({ text: "constructor: 1\n" }, "constructor");
+  await refused({ text: "rollout:\n  toString: 1\n" }, "rollout.toString");
+  const mcp = "rollout:\n  tools:\n    mcp:\n      - name: a\n        command: x\n        constructor: 1\n";
+  await refused({ text: mcp }, "rollout.tools.mcp[0].constructor");
+  await refused({ text: "", overrides: [["__proto__.polluted", "1"]] }, "__proto__");
+  await refused({ text: "", overrides: [["rollout.toString", "1"]] }, "rollout.toString");
+  assert.equal(({} as Record<string, unknown>).polluted, undefined, "Object.prototype is untouched");
+});
