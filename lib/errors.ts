@@ -49,7 +49,12 @@ export function formatMessage(what: string, parts: ErrorParts): string {
 export function showValue(value: unknown): string {
   let text: string;
   try {
-    text = typeof value === "string" ? JSON.stringify(value) : String(JSON.stringify(value) ?? value);
+    // JSON writes NaN and ±Infinity as null: a number is shown as itself.
+    text = typeof value === "string"
+      ? JSON.stringify(value)
+      : typeof value === "number"
+      ? String(value)
+      : String(JSON.stringify(value) ?? value);
   } catch {
     text = String(value);
   }

@@ -82,6 +82,8 @@ export function showYaml(value: unknown): string {
 export function typeName(value: unknown): string {
   if (value === null) return "null";
   if (Array.isArray(value)) return "a list";
+  if (Number.isNaN(value)) return "NaN";
+  if (value === Infinity || value === -Infinity) return "an infinite number";
   if (typeof value === "number") return Number.isInteger(value) ? "an integer" : "a number";
   if (typeof value === "object") return "a mapping";
   return `a ${typeof value}`;

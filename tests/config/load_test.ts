@@ -461,3 +461,22 @@ Deno.test("Object.prototype's names are unknown keys: in a file, in an MCP entry
   await refused({ text: "", overrides: [["rollout.toString", "1"]] }, "rollout.toString");
   assert.equal(({} as Record<string, unknown>).polluted, undefined, "Object.prototype is untouched");
 });
+
+Deno.test("a NaN or infinite number is refused as such, with the value shown", async () => {
+  const cases: Array<[string, RegExp]> = [
+    [".nan", /\(got NaN\): wrong type: expected .*, got NaN\./],
+    [".inf", /\(got Infinity\): wrong type: expected .*, got an infinite number\./],
+    ["-.inf", /\(got -Infinity\): wrong type: expected .*, got an infinite number\./],
+  ];
+  for (const [text, message] of cases) {
+    const error = await loadConfig({ text: "", overrides: [["rollout.generation.temperature", text]] })
+      .then(() => null, (e) => e);
+    assert.ok(error instanceof UserError, `${text}: ${error}`);
+    assert.match(error.message, message);
+  }
+  const huge = await loadConfig({ text: "", overrides: [["train.optimizer.lr", "1e400"]] }).then(
+    () => null,
+    (e) => e,
+  );
+  assert.match(String(huge?.message), /\(got Infinity\): .*got an infinite number/);
+});
