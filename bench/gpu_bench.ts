@@ -34,7 +34,7 @@ import { profiled } from "../lib/engine/profiled.ts";
 import type { ComputeDtype } from "../lib/model/graph/forms.ts";
 import { initLoraWeights, LORA_TARGET_NAMES, type LoraSpec } from "../lib/model/lora.ts";
 import { type ModelDir, openModelDir } from "../lib/model/model_dir.ts";
-import { profileRuns, type RunSummary, summarizeRun, type TraceEvent } from "../lib/ort/profile.ts";
+import { busiestRuns, type RunSummary, summarizeRun, type TraceEvent } from "../lib/ort/profile.ts";
 import type { ExecutionProvider, ProviderOptions } from "../lib/ort/providers.ts";
 import { WEBGPU_DEFAULTS } from "../lib/config/sections/model.ts";
 import { aggregationWeights, planMicroBatches } from "../lib/train/batch.ts";
@@ -171,7 +171,7 @@ async function decode(dir: string, o: GpuBenchOptions) {
 
 /** The last run of the session that ran most (the graph measured), summarized for the JSON. */
 function lastRun(traces: readonly TraceEvent[][]) {
-  const runs = traces.map(profileRuns).sort((a, b) => b.length - a.length)[0] ?? [];
+  const runs = busiestRuns(traces);
   if (runs.length === 0) {
     throw new Error(`gpu_bench profile: no model_run in the ${traces.length} profile(s) written`);
   }

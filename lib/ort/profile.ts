@@ -173,6 +173,14 @@ export function profileRuns(trace: readonly TraceEvent[]): ProfileRun[] {
   });
 }
 
+/**
+ * The runs of the session that ran most, among several sessions' traces: the graph a measurement ran over
+ * and over (the others are helpers opened once). Empty where no trace has a run.
+ */
+export function busiestRuns(traces: readonly (readonly TraceEvent[])[]): ProfileRun[] {
+  return traces.map(profileRuns).sort((a, b) => b.length - a.length)[0] ?? [];
+}
+
 /** Kernels, host and GPU time of one run, and its `top` op types by host time. */
 export function summarizeRun(run: ProfileRun, top = 8): RunSummary {
   const timed = run.gpu.length > 0;

@@ -21,8 +21,8 @@ export const DATA_SOURCES = ["gsm8k", "mbpp", "mbpp_sanitized", "arithmetic", "j
  * validationMode disabled took the 8,192-token LoRA train step from 7.66 s to 4.15 s (1.84×) and the
  * 4,096-token one from 2.79 s to 1.70 s; decode moved by 1–4%. Which of the two gives what was not
  * separated. `simple` keeps a freed buffer for reuse at its exact size until the session closes: memory can
- * grow with the number of distinct shapes a run meets (on lavapipe, 40 prefills of 20–400 tokens held less
- * memory than with `bucket`, growing by ~1 MB a call); set storage_buffer_cache_mode back to bucket if a long
+ * grow with the number of distinct shapes a run meets (on lavapipe, over 40 prefills of 20–400 tokens it
+ * grew ~1 MB a call where `bucket` stayed within 9 MB: bench/webgpu_cache_memory.ts); set storage_buffer_cache_mode back to bucket if a long
  * run's GPU memory climbs. Everything else is onnxruntime's own (`ORT_WEBGPU_DEFAULTS`). To change one,
  * change it here and in config.yaml (which must hold the schema's defaults: tests/config/load_test.ts).
  */
