@@ -9,6 +9,9 @@ import { loadPolicy } from "../lib/engine/worker_policy.ts";
 import { providerOptionsOf } from "../lib/config/sections/model.ts";
 import { checkAdapterRoot, checkExposure, startServer } from "../lib/serve/serve.ts";
 import { progress, runStageMain, type StageArgs } from "../lib/cli/cli.ts";
+import { UserError } from "../lib/errors.ts";
+import type { ChatTokenizer } from "../lib/model/chat.ts";
+import { Recorder } from "../lib/serve/gateway/recorder.ts";
 
 /** Loads the policy and serves it until the process is stopped. */
 export async function serve(args: StageArgs): Promise<void> {
@@ -38,12 +41,28 @@ export async function serve(args: StageArgs): Promise<void> {
       modelName: options.model_name,
       maxModelLen: options.max_model_len,
       maxBodyBytes: options.max_body_bytes,
+      recorder: recordFlag(args, model.path),
     });
     console.log(`serve: ${model.path} at ${server.url} (Ctrl-C to stop)`);
     await server.finished;
   } finally {
     await policy.close();
   }
+}
+
+/** `--record DIR`: the gateway's recorder (docs/agents.md), or none. */
+function recordFlag(args: StageArgs, model: string) {
+  const dir = args.flags.record;
+  if (dir === undefined) return undefined;
+  if (typeof dir !== "string" || dir === "") {
+    throw new UserError("--record", {
+      value: String(dir),
+      why: "it needs a directory",
+      fix: "pass --record DIR",
+    });
+  }
+  return (tokenizer: ChatTokenizer, maxModelLen: number) =>
+    new Recorder({ dir, tokenizer, model, configHash: args.configHash, maxModelLen });
 }
 
 if (import.meta.main) {
@@ -58,7 +77,9 @@ if (import.meta.main) {
       "api-key": "serve.api_key",
       adapter: "model.adapter",
     },
+    stringFlags: ["record"],
     flagHelp: [
+      "--record DIR     record chat turns of requests naming an episode (x-episode-id) into DIR/rollouts.arrow",
       "--port N         TCP port (serve.port, default 8000)",
       "--host H         address to bind (serve.host, default 127.0.0.1); another address needs --api-key",
       "--api-key K      Bearer key clients must send (serve.api_key; or the DENO_RL_API_KEY variable)",

@@ -53,6 +53,11 @@ export class Trajectory {
     return this.#tokens.length;
   }
 
+  /** The sequence so far. */
+  get tokens(): readonly number[] {
+    return this.#tokens;
+  }
+
   /** Tokens sampled in assistant turn `turn`, with their log-probs. */
   addTurn(turn: number, tokens: readonly number[], logprobs: readonly number[]): void {
     this.#push(tokens, 1, logprobs, turn);

@@ -1,0 +1,191 @@
+/**
+ * `deno task serve --record DIR` (lib/serve/gateway/): episodes recorded through the official `openai`
+ * client have the local rollout stage's tokens and log-probs; a client that rewrites its history gets the
+ * `history_mismatch` status and no misaligned tokens; the score stage reads the file.
+ */
+
+import assert from "node:assert/strict";
+import OpenAI from "openai";
+import { join } from "node:path";
+import { readStageFile } from "../../lib/arrow/read.ts";
+import { loadConfig } from "../../lib/config/mod.ts";
+import type { Task } from "../../lib/data/task.ts";
+import { LocalPolicy } from "../../lib/engine/local_policy.ts";
+import type { ChatMessage } from "../../lib/model/chat.ts";
+import { loadTokenizer } from "../../lib/model/tokenizer.ts";
+import { openSession, rollout, score } from "../../lib/pipeline/mod.ts";
+import { Recorder } from "../../lib/serve/gateway/recorder.ts";
+import { startServer } from "../../lib/serve/serve.ts";
+import type { Loose } from "../helpers/openai_server.ts";
+import { makeTinyModel } from "../helpers/tiny_model.ts";
+
+const SCRIPT = ["One.", "Two."];
+const TASK: Task = { id: "count", source: "generic", prompt: "Count with me.", meta: { script: SCRIPT } };
+
+async function setup() {
+  const dir = await makeTinyModel();
+  const policy = await LocalPolicy.load(dir, { maxSequences: 8 });
+  const tokenizer = await loadTokenizer(dir);
+  const { config, hash } = await loadConfig({
+    overrides: [
+      ["rollout.group_size", "2"],
+      ["rollout.environment.kind", "scripted"],
+      ["rollout.environment.max_turns", "3"],
+      ["rollout.generation.max_new_tokens", "6"],
+      ["rollout.generation.max_total_tokens", "512"],
+      ["rollout.generation.enable_thinking", "false"],
+      ["rollout.tools.enabled", "[]"],
+      ["data.system_prompt", "null"],
+    ],
+  });
+  const record = await Deno.makeTempDir({ prefix: "gateway-" });
+  const server = await startServer(policy, {
+    modelDir: dir,
+    port: 0,
+    adapterRoot: record,
+    maxModelLen: 512,
+    modelName: "tiny",
+    recorder: (tok, maxModelLen) =>
+      new Recorder({ dir: record, tokenizer: tok, model: dir, configHash: hash ?? "test", maxModelLen }),
+  });
+  const client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: "unused", maxRetries: 0 });
+  const end = async (id: string, reward?: number) =>
+    await (await fetch(`${server.url}/v1/episodes/${encodeURIComponent(id)}/end`, {
+      method: "POST",
+      body: JSON.stringify(reward === undefined ? {} : { reward }),
+    })).json();
+  const close = async () => {
+    await server.close();
+    await policy.close();
+  };
+  return { policy, tokenizer, config, client, end, close, record };
+}
+
+type Setup = Awaited<ReturnType<typeof setup>>;
+
+/** One turn through the client, sampled as the rollout samples (temperature, top-k/p, seed). */
+async function turn(s: Setup, id: string, messages: ChatMessage[], seed: number) {
+  const g = s.config.rollout.generation;
+  const body: Loose = {
+    model: "tiny",
+    messages,
+    max_tokens: g.max_new_tokens,
+    temperature: g.temperature,
+    top_p: g.top_p,
+    top_k: g.top_k,
+    seed,
+    chat_template_kwargs: { enable_thinking: false },
+  };
+  const r = await s.client.chat.completions.create(body, {
+    headers: { "x-episode-id": id, "x-group-id": "g" },
+  });
+  return r.choices[0].message as unknown as ChatMessage;
+}
+
+Deno.test("episodes recorded through the gateway have the rollout stage's tokens and log-probs; score reads the file", async () => {
+  const s = await setup();
+  try {
+    const session = openSession(s.config, "test", {
+      open: { policy: s.policy, tokenizer: s.tokenizer },
+      showProgress: false,
+    });
+    const local = (await rollout(session, [TASK], { step: 0 })).episodes;
+    for (const e of local) {
+      const messages: ChatMessage[] = [...e.promptMessages];
+      for (let t = 1; t <= e.numTurns; t++) {
+        messages.push(await turn(s, e.episodeId, messages, e.seed));
+        if (t < e.numTurns) messages.push({ role: "user", content: SCRIPT[t - 1] });
+      }
+      assert.equal((await s.end(e.episodeId, 1)).status, "ok");
+    }
+    const path = join(s.record, "rollouts.arrow");
+    const file = await readStageFile(path, "rollouts");
+    assert.equal(file.rows, local.length);
+    local.forEach((e, row) => {
+      assert.equal(String(file.column("episode_id")[row]), e.episodeId);
+      assert.deepEqual(Array.from(file.listAt<Int32Array>("tokens", row)), e.tokens, `${e.episodeId} tokens`);
+      assert.deepEqual(Array.from(file.listAt<Uint8Array>("sampled", row)), e.sampled);
+      assert.deepEqual(Array.from(file.listAt<Int16Array>("turn_idx", row)), e.turnIdx);
+      const lps = file.listAt<Float32Array>("logprobs", row);
+      e.logprobs.forEach((lp, t) => assert.ok(Math.abs(lps[t] - lp) <= 1e-3, `${e.episodeId} log-prob ${t}`));
+      assert.equal(String(file.column("status")[row]), "ok");
+    });
+    // The score stage reads the recorded file (format: these tasks have no reference answer).
+    const c = { ...s.config, score: { ...s.config.score, rewards: { format: 1 } } };
+    const scoring = openSession(c, "test", {
+      open: { policy: s.policy, tokenizer: s.tokenizer },
+      showProgress: false,
+    });
+    const scored = await score(scoring, file, { step: 0 });
+    assert.equal(scored.table.numRows, local.length);
+    assert.ok(scored.table.getChild("reward_format"));
+  } finally {
+    await s.close();
+  }
+});
+
+Deno.test("a client that rewrites its history gets history_mismatch and only the turns before the change", async () => {
+  const s = await setup();
+  try {
+    const prompt: ChatMessage[] = [{ role: "user", content: "Count with me." }];
+    const cases: Array<[string, (m: ChatMessage[]) => ChatMessage[]]> = [
+      ["dropped", (m) => [m[0], m[3]]], // drops turn 1 and its answer
+      ["edited", (m) => [m[0], m[1], { role: "user", content: "Three." }]], // edits the answer to turn 1
+      ["kept", (m) => m],
+    ];
+    for (const [id, rewrite] of cases) {
+      const one = await turn(s, id, prompt, 7);
+      const history = [...prompt, one, { role: "user" as const, content: "One." }];
+      const two = await turn(s, id, history, 7);
+      const three = await turn(s, id, rewrite([...history, two, { role: "user", content: "Two." }]), 7);
+      assert.equal(typeof three.content === "string" || three.content === null, true, "still answered");
+      const ended = await s.end(id);
+      assert.equal(ended.status, id === "kept" ? "ok" : "history_mismatch", id);
+      assert.equal(ended.turns, id === "kept" ? 3 : 2, id);
+    }
+    const file = await readStageFile(join(s.record, "rollouts.arrow"), "rollouts");
+    assert.deepEqual(Array.from({ length: 3 }, (_, r) => String(file.column("status")[r])), [
+      "history_mismatch",
+      "history_mismatch",
+      "ok",
+    ]);
+    for (let row = 0; row < 3; row++) {
+      const turns = Array.from(file.listAt<Int16Array>("turn_idx", row));
+      const sampled = Array.from(file.listAt<Uint8Array>("sampled", row));
+      const lastTurn = Math.max(...turns.filter((_, t) => sampled[t] === 1));
+      assert.equal(lastTurn, row < 2 ? 2 : 3, `row ${row}: sampled turns recorded`);
+    }
+  } finally {
+    await s.close();
+  }
+});
+
+Deno.test("an episode named in metadata is recorded; n: 2 in a recorded episode is refused naming n", async () => {
+  const s = await setup();
+  try {
+    const messages: ChatMessage[] = [{ role: "user", content: "Count with me." }];
+    const body: Loose = {
+      model: "tiny",
+      messages,
+      max_tokens: 4,
+      metadata: { episode_id: "m", group_id: "g" },
+    };
+    await s.client.chat.completions.create(body);
+    await assert.rejects(
+      () => s.client.chat.completions.create({ ...body, n: 2 }),
+      (e: Error) => /n: only one choice is recorded per turn/.test(e.message),
+    );
+    assert.deepEqual(await s.end("m"), {
+      episode_id: "m",
+      status: "ok",
+      reason: null,
+      turns: 1,
+      path: join(s.record, "rollouts.arrow"),
+    });
+    const file = await readStageFile(join(s.record, "rollouts.arrow"), "rollouts");
+    assert.equal(file.rows, 1);
+    assert.equal(String(file.column("episode_id")[0]), "m");
+  } finally {
+    await s.close();
+  }
+});
