@@ -141,10 +141,11 @@ export class Recorder {
   async end(id: string, reward: number | null): Promise<Json> {
     const rec = this.#open.get(id);
     if (!rec) throw new HttpError(404, `no open episode ${id}`, "NotFoundError");
-    this.#open.delete(id);
     rec.reward = reward;
+    // The episode counts as ended once the file holding it is written (a failed write leaves it open).
+    await writeTable(this.path, "rollouts", this.#table([...this.#ended, rec]));
+    this.#open.delete(id);
     this.#ended.push(rec);
-    await writeTable(this.path, "rollouts", this.#table());
     const status = rec.mismatch === null ? "ok" : HISTORY_MISMATCH;
     return { episode_id: id, status, reason: rec.mismatch, turns: rec.history.turns.length, path: this.path };
   }
@@ -172,11 +173,11 @@ export class Recorder {
     return [...rec.trajectory.tokens];
   }
 
-  #table() {
-    const groups = [...new Set(this.#ended.map((r) => r.key.groupId))];
-    const episodes = this.#ended.map((rec, i): Episode => {
+  #table(ended: readonly Recording[]) {
+    const groups = [...new Set(ended.map((r) => r.key.groupId))];
+    const episodes = ended.map((rec, i): Episode => {
       const group = groups.indexOf(rec.key.groupId);
-      const sampleIdx = this.#ended.slice(0, i).filter((r) => r.key.groupId === rec.key.groupId).length;
+      const sampleIdx = ended.slice(0, i).filter((r) => r.key.groupId === rec.key.groupId).length;
       const status = rec.mismatch === null ? "ok" : HISTORY_MISMATCH;
       const result = rec.trajectory.finish(rec.lastStopped ? "stop" : "length", rec.toolCalls, status);
       const prompt = [...rec.history.promptMessages].reverse().find((m) => m.role === "user")?.content ?? "";
