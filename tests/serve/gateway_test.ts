@@ -11,33 +11,40 @@ import { readStageFile } from "../../lib/arrow/read.ts";
 import { loadConfig } from "../../lib/config/mod.ts";
 import type { Task } from "../../lib/data/task.ts";
 import { LocalPolicy } from "../../lib/engine/local_policy.ts";
-import type { ChatMessage } from "../../lib/model/chat.ts";
+import type { ChatMessage, ChatTokenizer } from "../../lib/model/chat.ts";
+import type { Policy } from "../../lib/engine/policy.ts";
+import { loadTools, toolSpecs } from "../../lib/tools/registry.ts";
 import { loadTokenizer } from "../../lib/model/tokenizer.ts";
 import { openSession, rollout, score } from "../../lib/pipeline/mod.ts";
 import { Recorder } from "../../lib/serve/gateway/recorder.ts";
 import { startServer } from "../../lib/serve/serve.ts";
 import type { Loose } from "../helpers/openai_server.ts";
 import { makeTinyModel } from "../helpers/tiny_model.ts";
+import { ScriptedPolicy } from "../helpers/scripted_policy.ts";
 
 const SCRIPT = ["One.", "Two."];
 const TASK: Task = { id: "count", source: "generic", prompt: "Count with me.", meta: { script: SCRIPT } };
 
-async function setup() {
+const SCRIPTED_ENV: Array<[string, string]> = [
+  ["rollout.group_size", "2"],
+  ["rollout.environment.kind", "scripted"],
+  ["rollout.environment.max_turns", "3"],
+  ["rollout.generation.max_new_tokens", "6"],
+  ["rollout.generation.max_total_tokens", "512"],
+  ["rollout.generation.enable_thinking", "false"],
+  ["rollout.tools.enabled", "[]"],
+  ["data.system_prompt", "null"],
+];
+
+async function setup(
+  overrides = SCRIPTED_ENV,
+  policyOf: (tokenizer: ChatTokenizer, dir: string) => Promise<Policy> = (_, dir) =>
+    LocalPolicy.load(dir, { maxSequences: 8 }),
+) {
   const dir = await makeTinyModel();
-  const policy = await LocalPolicy.load(dir, { maxSequences: 8 });
   const tokenizer = await loadTokenizer(dir);
-  const { config, hash } = await loadConfig({
-    overrides: [
-      ["rollout.group_size", "2"],
-      ["rollout.environment.kind", "scripted"],
-      ["rollout.environment.max_turns", "3"],
-      ["rollout.generation.max_new_tokens", "6"],
-      ["rollout.generation.max_total_tokens", "512"],
-      ["rollout.generation.enable_thinking", "false"],
-      ["rollout.tools.enabled", "[]"],
-      ["data.system_prompt", "null"],
-    ],
-  });
+  const policy = await policyOf(tokenizer, dir);
+  const { config, hash } = await loadConfig({ overrides });
   const record = await Deno.makeTempDir({ prefix: "gateway-" });
   const server = await startServer(policy, {
     modelDir: dir,
@@ -185,6 +192,79 @@ Deno.test("an episode named in metadata is recorded; n: 2 in a recorded episode 
     const file = await readStageFile(join(s.record, "rollouts.arrow"), "rollouts");
     assert.equal(file.rows, 1);
     assert.equal(String(file.column("episode_id")[0]), "m");
+  } finally {
+    await s.close();
+  }
+});
+
+const THINK = "<think>\nI should use the calculator.\n</think>\n\n";
+const CALL = (expr: string) =>
+  `<tool_call>\n{"name": "calculator", "arguments": {"expression": "${expr}"}}\n</tool_call>`;
+
+/**
+ * Two calls, then the answer. The turn is read from the context (its `<tool_response>` blocks), since the
+ * rollout asks one sequence turn after turn and the gateway opens one per request.
+ */
+function calculatorAgent(tokenizer: ChatTokenizer) {
+  const script = [
+    `${THINK}${CALL("1234 * 5678")}`,
+    `${THINK}${CALL("7006652 + 0")}`,
+    `${THINK}Final answer: 7006652`,
+  ];
+  return new ScriptedPolicy(tokenizer, (prompt, turn) => {
+    const answered = prompt.filter((t) => t === tokenizer.special.toolResponse).length;
+    return script[Math.min(script.length - 1, answered + turn - 1)];
+  });
+}
+
+Deno.test("a tool-calling agent through the gateway: the rollout stage's tokens, calls only in tool_calls", async () => {
+  const s = await setup([
+    ["rollout.group_size", "2"],
+    ["rollout.generation.max_new_tokens", "128"],
+    ["rollout.generation.max_total_tokens", "1024"],
+    ["rollout.generation.enable_thinking", "true"],
+    ["rollout.tools.enabled", "[calculator]"],
+  ], (tokenizer) => Promise.resolve(calculatorAgent(tokenizer)));
+  try {
+    const session = openSession(s.config, "test", {
+      open: { policy: s.policy, tokenizer: s.tokenizer },
+      showProgress: false,
+    });
+    const task: Task = { id: "t0", source: "arithmetic", prompt: "Compute 1234 * 5678.", answer: "7006652" };
+    const [e] = (await rollout(session, [task], { step: 0 })).episodes;
+    assert.equal(e.numTurns, 3);
+    const tools = toolSpecs([...(await loadTools(s.config.rollout.tools)).values()]);
+    // The official client's tool loop; the tool's outputs are the ones the rollout's calculator gave.
+    const messages: Loose[] = [...e.promptMessages];
+    const outputs = e.toolCalls.map((c) => c.output);
+    for (;;) {
+      const body: Loose = { model: "tiny", messages, tools, max_tokens: 128, seed: e.seed };
+      const r = await s.client.chat.completions.create(body, { headers: { "x-episode-id": e.episodeId } });
+      const message = r.choices[0].message;
+      messages.push(message);
+      if (!message.tool_calls?.length) break;
+      for (const call of message.tool_calls) {
+        messages.push({ role: "tool", tool_call_id: call.id, content: outputs.shift() });
+      }
+    }
+    assert.equal((await s.end(e.episodeId)).status, "ok");
+    const file = await readStageFile(join(s.record, "rollouts.arrow"), "rollouts");
+    const tokens = Array.from(file.listAt<Int32Array>("tokens", 0));
+    assert.deepEqual(tokens, e.tokens);
+    assert.deepEqual(Array.from(file.listAt<Uint8Array>("sampled", 0)), e.sampled);
+    assert.deepEqual(Array.from(file.listAt<Float32Array>("logprobs", 0)), e.logprobs);
+    const recorded = file.json("messages", 0) as ChatMessage[];
+    assert.deepEqual(
+      recorded.filter((m) => m.role === "assistant"),
+      e.messages.filter((m) => m.role === "assistant"),
+    );
+    assert.equal(recorded[2].content, "");
+    const rendered = s.tokenizer.renderChat(recorded, { tools, enableThinking: true });
+    assert.equal(
+      rendered,
+      `${s.tokenizer.decode(tokens)}\n`,
+      "the recorded conversation renders to its tokens",
+    );
   } finally {
     await s.close();
   }
