@@ -131,6 +131,7 @@ async function recordedChat(
     });
     return { c: await sampleChoice(ctx, spec, signal), turn, adapter: await ctx.policy.adapterId() };
   });
+  ctx.metrics.promptTokens += turn.prompt.length;
   ctx.metrics.choice(c.finishReason, c.tokens.length);
   const { message, finish } = reply(req, c);
   const stopped = c.tokens.at(-1) === tokenizer.eosTokenId;

@@ -87,7 +87,12 @@ export class Recorder {
    * The prompt tokens of a request of episode `key`: the recorded tokens plus the client's new messages,
    * or `rendered` (the request's own render) for a new episode or one whose history no longer matches.
    */
-  plan(key: EpisodeKey, messages: ChatMessage[], rendered: number[], o: { seed: number; thinking: boolean }) {
+  plan(
+    key: EpisodeKey,
+    messages: ChatMessage[],
+    rendered: number[],
+    o: { seed: number; thinking: boolean },
+  ): TurnPlan {
     if (this.#ended.some((r) => r.key.episodeId === key.episodeId)) {
       throw new HttpError(409, `episode ${key.episodeId} has ended; use a new x-episode-id`, "Conflict");
     }

@@ -21,8 +21,8 @@ export function episodeKeyOf(headers: Headers | undefined, body: Json): EpisodeK
 
 /**
  * Refuses what a recorded turn cannot be: several choices (an episode has one path: sample a group as
- * several episodes), a stream, or a reply whose start the request forces or whose end a stop string cuts
- * (the recorded turn would not be what the policy sampled from the recorded context).
+ * several episodes), a stream, prompt log-probs, or a reply whose start the request forces or whose end
+ * a stop string cuts (the recorded turn would not be what the policy sampled from the recorded context).
  */
 export function checkRecordable(body: Json): void {
   const refuse = (key: string, why: string) => {
@@ -30,6 +30,7 @@ export function checkRecordable(body: Json): void {
   };
   if (body.n != null && body.n !== 1) refuse("n", "only one choice is recorded per turn");
   if (body.stream === true) refuse("stream", "streaming is not recorded yet");
+  if (body.prompt_logprobs != null) refuse("prompt_logprobs", "the prompt is not scored");
   const choice = body.tool_choice;
   if (choice != null && choice !== "auto" && choice !== "none") {
     refuse("tool_choice", "a forced call is not sampled");
