@@ -117,8 +117,8 @@ Deno.test("episodes recorded through the gateway have the rollout stage's tokens
       e.logprobs.forEach((lp, t) => assert.ok(Math.abs(lps[t] - lp) <= 1e-3, `${e.episodeId} log-prob ${t}`));
       assert.equal(String(file.column("status")[row]), "ok");
     });
-    // The score stage reads the recorded file (format: these tasks have no reference answer).
-    const c = { ...s.config, score: { ...s.config.score, rewards: { format: 1 } } };
+    // The score stage reads the recorded file, the agent's reported reward included.
+    const c = { ...s.config, score: { ...s.config.score, rewards: { format: 1, agent: 1 } } };
     const scoring = openSession(c, "test", {
       open: { policy: s.policy, tokenizer: s.tokenizer },
       showProgress: false,
@@ -126,6 +126,7 @@ Deno.test("episodes recorded through the gateway have the rollout stage's tokens
     const scored = await score(scoring, file, { step: 0 });
     assert.equal(scored.table.numRows, local.length);
     assert.ok(scored.table.getChild("reward_format"));
+    assert.deepEqual(Array.from(scored.table.getChild("reward_agent")!.toArray()), local.map(() => 1));
   } finally {
     await s.close();
   }
@@ -147,6 +148,19 @@ Deno.test("a client that rewrites its history gets history_mismatch and only the
       const three = await turn(s, id, rewrite([...history, two, { role: "user", content: "Two." }]), 7);
       assert.equal(typeof three.content === "string" || three.content === null, true, "still answered");
       const ended = await s.end(id);
+      if (id === "kept") {
+        // Ended without a reward: the agent reward stops the stage naming the episode.
+        const file = await readStageFile(join(s.record, "rollouts.arrow"), "rollouts");
+        const c = { ...s.config, score: { ...s.config.score, rewards: { agent: 1 } } };
+        const session = openSession(c, "test", {
+          open: { policy: s.policy, tokenizer: s.tokenizer },
+          showProgress: false,
+        });
+        await assert.rejects(
+          () => score(session, file, { step: 0 }),
+          /reward agent: episode dropped .*no reward/,
+        );
+      }
       assert.equal(ended.status, id === "kept" ? "ok" : "history_mismatch", id);
       assert.equal(ended.turns, id === "kept" ? 3 : 2, id);
     }
