@@ -90,6 +90,8 @@ export const EPISODE_STATUSES = [
   "invalid_tool_call",
   "tool_budget_exceeded",
   "sandbox_error",
+  // Recorded by `deno task serve --record` (lib/serve/gateway/): the client rewrote its history.
+  "history_mismatch",
 ] as const;
 export type EpisodeStatus = typeof EPISODE_STATUSES[number];
 

@@ -29,6 +29,8 @@ interface ToolCallRow {
 interface Message {
   role: string;
   content?: string;
+  /** An assistant turn's reasoning, split off its content (lib/rollout/assistant_message.ts). */
+  reasoning_content?: string;
   tool_calls?: unknown[];
 }
 
@@ -76,7 +78,10 @@ function messageBubble(m: Message, background = "transparent"): string {
   const calls = m.tool_calls?.length
     ? `<pre class="calls">${escapeHtml(JSON.stringify(m.tool_calls))}</pre>`
     : "";
-  return `<div class="msg ${roleClass(m.role)}"><div class="role">${escapeHtml(m.role)}</div>` +
+  const reasoning = m.reasoning_content
+    ? `<pre class="reasoning">${escapeHtml(m.reasoning_content)}</pre>`
+    : "";
+  return `<div class="msg ${roleClass(m.role)}"><div class="role">${escapeHtml(m.role)}</div>${reasoning}` +
     `<pre style="background:${background}">${escapeHtml(m.content ?? "")}</pre>${calls}</div>`;
 }
 

@@ -114,10 +114,32 @@ export function finalAnswerText(text: string): string {
 
 /** The part of `text` where calls count: after the last `</think>`, and before an unclosed `<think>`. */
 export function callRegion(text: string): string {
+  const { start, end } = callRegionBounds(text);
+  return text.slice(start, end);
+}
+
+function callRegionBounds(text: string): { start: number; end: number } {
   const lastClose = text.lastIndexOf(THINK_CLOSE);
-  const after = lastClose >= 0 ? text.slice(lastClose + THINK_CLOSE.length) : text;
-  const unclosed = after.indexOf(THINK_OPEN);
-  return unclosed >= 0 ? after.slice(0, unclosed) : after;
+  const start = lastClose >= 0 ? lastClose + THINK_CLOSE.length : 0;
+  const unclosed = text.indexOf(THINK_OPEN, start);
+  return { start, end: unclosed >= 0 ? unclosed : text.length };
+}
+
+/**
+ * `text` without the blocks `parseToolCalls` returns as well-formed calls; everything else (reasoning,
+ * prose, blocks that did not parse) stays where it was. For a message whose `tool_calls` hold the calls.
+ */
+export function removeToolCalls(text: string): string {
+  const { start, end } = callRegionBounds(text);
+  const region = text.slice(start, end);
+  let out = text.slice(0, start);
+  let pos = 0;
+  for (const block of scanBlocks(region.replace(TURN_END, ""), DEFAULT_MAX_PAYLOAD_CHARS)) {
+    if (!block.call.ok) continue;
+    out += region.slice(pos, block.start);
+    pos = block.end;
+  }
+  return out + region.slice(pos) + text.slice(end);
 }
 
 function invalid(error: string, raw: string): ParsedToolCall {

@@ -7,6 +7,7 @@
  */
 
 import type { ChatMessage, ToolCall } from "../model/chat.ts";
+import { turnMessage } from "./assistant_message.ts";
 import type { ToolCallRecord } from "./dispatch.ts";
 import type { EnvMessage } from "./environment.ts";
 
@@ -52,17 +53,23 @@ export class Trajectory {
     return this.#tokens.length;
   }
 
+  /** The sequence so far. */
+  get tokens(): readonly number[] {
+    return this.#tokens;
+  }
+
   /** Tokens sampled in assistant turn `turn`, with their log-probs. */
   addTurn(turn: number, tokens: readonly number[], logprobs: readonly number[]): void {
     this.#push(tokens, 1, logprobs, turn);
     this.#turns = turn;
   }
 
-  /** The decoded assistant message of the last turn (with its well-formed tool calls). */
+  /**
+   * The decoded assistant message of the last turn, in OpenAI's convention (assistant_message.ts): its
+   * reasoning as `reasoning_content`, its well-formed calls in `tool_calls` and not in `content`.
+   */
   addAssistantMessage(text: string, toolCalls?: ToolCall[]): void {
-    const message: ChatMessage = { role: "assistant", content: text };
-    if (toolCalls && toolCalls.length > 0) message.tool_calls = toolCalls;
-    this.#messages.push(message);
+    this.#messages.push(turnMessage(text, toolCalls));
   }
 
   /** Tokens the environment appended after turn `turn`, and the messages they render. */

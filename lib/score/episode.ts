@@ -9,6 +9,7 @@ import type { Vector } from "apache-arrow";
 import { UserError } from "../errors.ts";
 import type { StageFile } from "../arrow/stage_file.ts";
 import type { Task } from "../data/task.ts";
+import { turnText } from "../rollout/assistant_message.ts";
 import type { Episode, EpisodeMessage, ToolCallRecord } from "./types.ts";
 
 /** Tool calls of every row: row i's calls are `calls[offsets[i] .. offsets[i + 1])`. */
@@ -118,7 +119,7 @@ function parseMessages(file: StageFile, row: number): EpisodeMessage[] {
 
 function lastAssistant(messages: EpisodeMessage[]): string {
   for (let i = messages.length - 1; i >= 0; i--) {
-    if (messages[i]?.role === "assistant") return String(messages[i].content ?? "");
+    if (messages[i]?.role === "assistant") return turnText(messages[i]);
   }
   return "";
 }

@@ -15,6 +15,7 @@
  * @module
  */
 
+import { turnText } from "../rollout/assistant_message.ts";
 import { parseToolCalls } from "../rollout/tool_calls.ts";
 import { findAnswer, visibleText } from "./answer.ts";
 import type { RewardFn, RewardResult } from "./types.ts";
@@ -62,7 +63,7 @@ export const format: RewardFn = {
   name: "format",
   doc: "1 when the <think> and <tool_call> structure is well formed and nothing follows the final answer",
   score(episode): RewardResult {
-    const turns = episode.messages.filter((m) => m?.role === "assistant").map((m) => String(m.content ?? ""));
+    const turns = episode.messages.filter((m) => m?.role === "assistant").map(turnText);
     const status = formatStatus(turns, episode.finishReason);
     return { value: status === "ok" ? 1 : 0, status };
   },

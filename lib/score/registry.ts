@@ -12,6 +12,7 @@ import { isAbsolute, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
 import { UserError } from "../errors.ts";
 import type { RewardName } from "../config/schema.ts";
+import { agent } from "./agent.ts";
 import { codeExec } from "./code_exec.ts";
 import { exactMatch } from "./exact_match.ts";
 import { format } from "./format.ts";
@@ -28,6 +29,7 @@ export const REWARDS: Readonly<Record<RewardName, RewardFn>> = {
   format,
   tool_use: toolUse,
   judge,
+  agent,
 };
 
 const SNAKE = /^[a-z0-9]+(?:_[a-z0-9]+)*$/;

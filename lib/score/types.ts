@@ -25,6 +25,8 @@ export type ToolCallRecord = Omit<DispatchRecord, "status"> & { status: string }
 export interface EpisodeMessage {
   role: string;
   content: string;
+  /** An assistant turn's reasoning (its `<think>` block), split off `content` (lib/rollout/assistant_message.ts). */
+  reasoning_content?: string;
   name?: string;
   tool_calls?: unknown[];
 }
@@ -39,7 +41,10 @@ export interface Episode {
   task: Task;
   /** The whole trajectory: prompt messages, then assistant / tool / user messages. */
   messages: EpisodeMessage[];
-  /** Content of the last assistant message ("" when there is none), `<think>` included. */
+  /**
+   * Text of the last assistant turn ("" when there is none), its `<think>` block included: the content
+   * after its `reasoning_content` in `<think>…</think>` (lib/rollout/assistant_message.ts `turnText`).
+   */
   finalText: string;
   toolCalls: ToolCallRecord[];
   /** stop | length | truncated | max_turns | tool_budget | env_done. */

@@ -151,7 +151,8 @@ function toolChoice(choice: unknown, tools: ToolSpec[]): string {
   return name;
 }
 
-function messagesOf(messages: unknown): ChatMessage[] {
+/** The request's messages as the template reads them (roles, text content, reasoning). */
+export function messagesOf(messages: unknown): ChatMessage[] {
   if (!Array.isArray(messages) || messages.length === 0) {
     throw new HttpError(400, "messages must be a non-empty list", undefined, "messages");
   }

@@ -100,7 +100,13 @@ const TABLE: Record<string, [Route[], Rule]> = {
   suffix: [C, absent],
   logits_processors: [BOTH, absent],
   store: [CH, only("false (nothing is stored)", false)],
-  metadata: [CH, absent],
+  // `episode_id` / `group_id` name a recorded episode (`--record`, lib/serve/gateway/); OpenAI's own limits.
+  metadata: [CH, {
+    ok: (v) =>
+      v !== null && typeof v === "object" && !Array.isArray(v) &&
+      Object.values(v).every((x) => typeof x === "string" && x.length <= 512),
+    want: "an object of string values (episode_id, group_id)",
+  }],
   return_token_strs: [["tokenize"], "honoured"],
 };
 

@@ -10,7 +10,9 @@
  */
 
 import { assistantMessage } from "./chat_reply.ts";
-import { type ChatSetup, renderChat } from "./chat_render.ts";
+import { type ChatSetup, messagesOf, renderChat } from "./chat_render.ts";
+import { checkRecordable, episodeKeyOf } from "./gateway/routes.ts";
+import type { EpisodeKey } from "./gateway/recorder.ts";
 import { ChatDeltas } from "./chat_stream.ts";
 import { HttpError } from "./limits.ts";
 import { chatLogprobContent, type Position, promptLogprobs, sampledPositions } from "./logprobs.ts";
@@ -32,14 +34,22 @@ interface ChatRequest {
   adapter: string | null;
 }
 
-export async function chatCompletions(ctx: ServeContext, body: Json, signal: AbortSignal): Promise<Response> {
+export async function chatCompletions(
+  ctx: ServeContext,
+  body: Json,
+  signal: AbortSignal,
+  headers?: Headers,
+): Promise<Response> {
   checkParameters(body, "chat");
+  const key = ctx.recorder ? episodeKeyOf(headers, body) : null;
+  if (key) checkRecordable(body);
   const req = parseRequest(ctx, body);
   const head = {
     id: `chatcmpl-${crypto.randomUUID()}`,
     created: Math.floor(Date.now() / 1000),
     model: req.adapter ?? ctx.baseName,
   };
+  if (key) return await recordedChat(ctx, req, body, key, head, signal);
   ctx.metrics.promptTokens += req.setup.prompt.length * req.plan.n;
   if (req.plan.stream) return sseResponse(signal, (send, s) => streamChat(ctx, req, head, send, s));
   const { scored, choices } = await ctx.gate.run(req.adapter, () => runChoices(ctx, req, signal));
@@ -87,6 +97,63 @@ function parseRequest(ctx: ServeContext, body: Json): ChatRequest {
   }
   const top = numberField(body, "top_logprobs", 0, 0, MAX_LOGPROBS, true);
   return { setup, plan, maxTokens: asked, topLogprobs: logprobs ? top : null, adapter };
+}
+
+/**
+ * One recorded turn of episode `key` (lib/serve/gateway/): sampled from the recorded tokens plus the
+ * client's new messages (or from its own render once its history no longer matches), until the
+ * end-of-turn token, as the rollout stage samples a turn.
+ */
+async function recordedChat(
+  ctx: ServeContext,
+  req: ChatRequest,
+  body: Json,
+  key: EpisodeKey,
+  head: Json,
+  signal: AbortSignal,
+): Promise<Response> {
+  const recorder = ctx.recorder!;
+  const tokenizer = ctx.tokenizer!;
+  const messages = messagesOf(body.messages);
+  const { c, turn, adapter } = await ctx.gate.run(req.adapter, async () => {
+    const turn = recorder.plan(key, messages, req.setup.prompt, {
+      seed: req.plan.seed,
+      thinking: req.setup.thinking,
+    });
+    const room = ctx.maxModelLen - turn.prompt.length;
+    if (room < 1) throw new HttpError(400, `episode ${key.episodeId} fills max_model_len ${ctx.maxModelLen}`);
+    const spec = choiceSpec(req.plan, 0, {
+      prompt: turn.prompt,
+      maxTokens: Math.min(req.maxTokens, room),
+      ends: [tokenizer.eosTokenId],
+      topLogprobs: req.topLogprobs ?? 0,
+      decode: (t) => tokenizer.decode(t, { skipSpecialTokens: req.plan.skipSpecial }),
+    });
+    return { c: await sampleChoice(ctx, spec, signal), turn, adapter: await ctx.policy.adapterId() };
+  });
+  ctx.metrics.promptTokens += turn.prompt.length;
+  ctx.metrics.choice(c.finishReason, c.tokens.length);
+  const { message, finish } = reply(req, c);
+  const stopped = c.tokens.at(-1) === tokenizer.eosTokenId;
+  if (turn.recorded) recorder.addTurn(key, c.tokens, c.logprobs, stopped, message, adapter);
+  const prompt = turn.prompt.length;
+  return Response.json({
+    ...head,
+    object: "chat.completion",
+    choices: [{
+      index: 0,
+      message,
+      logprobs: logprobsOf(ctx, req, c),
+      finish_reason: finish,
+      stop_reason: null,
+    }],
+    usage: {
+      prompt_tokens: prompt,
+      completion_tokens: c.tokens.length,
+      total_tokens: prompt + c.tokens.length,
+    },
+    episode: { id: key.episodeId, recorded: turn.recorded },
+  });
 }
 
 /** The prompt's log-probs (when asked) and every choice. */

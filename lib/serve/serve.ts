@@ -28,6 +28,8 @@ import { completions } from "./routes_completions.ts";
 import { listModels, loadAdapter, unloadAdapter } from "./routes_adapters.ts";
 import { detokenize, tokenize, version } from "./routes_tokens.ts";
 import { Metrics } from "./metrics.ts";
+import { endEpisode } from "./gateway/routes.ts";
+import type { Recorder } from "./gateway/recorder.ts";
 import type { ServeContext } from "./serve_context.ts";
 
 /** Options of `startServer` (the `serve` config section). */
@@ -46,6 +48,8 @@ export interface ServeOptions {
   maxModelLen?: number;
   /** Default 4 MiB. */
   maxBodyBytes?: number;
+  /** Makes the recorder of `--record DIR` (lib/serve/gateway/), given the tokenizer and the context length. */
+  recorder?: (tokenizer: ChatTokenizer, maxModelLen: number) => Recorder;
 }
 
 export interface RunningServer {
@@ -116,6 +120,17 @@ export async function startServer(policy: Policy, options: ServeOptions): Promis
     gate: new AdapterGate(policy, (name) => adapters.get(name)?.adapter),
     metrics: new Metrics(),
   };
+  if (options.recorder) {
+    if (!ctx.tokenizer) {
+      throw new UserError("serve --record", {
+        value: options.modelDir,
+        why:
+          "recording chat episodes needs the model's tokenizer and chat template, and the directory has none",
+        fix: "serve a model directory with tokenizer.json and its chat template",
+      });
+    }
+    ctx.recorder = options.recorder(ctx.tokenizer, ctx.maxModelLen);
+  }
   const maxBody = options.maxBodyBytes ?? 4_194_304;
   const server = Deno.serve(
     { hostname: host, port: options.port ?? 8000, onListen() {} },
@@ -153,10 +168,19 @@ async function handle(
         headers: { "content-type": "text/plain; version=0.0.4; charset=utf-8" },
       });
     }
+    const ended = path.match(EPISODE_END);
+    if (ended && ctx.recorder) {
+      if (request.method !== "POST") throw new HttpError(405, `${path} takes POST`, "MethodNotAllowed");
+      return await endEpisode(
+        ctx.recorder,
+        decodeURIComponent(ended[1]),
+        await readJsonBody(request, maxBody),
+      );
+    }
     const route = POST_ROUTES[path];
     if (!route) throw new HttpError(404, `no route ${request.method} ${path}`, "NotFoundError");
     if (request.method !== "POST") throw new HttpError(405, `${path} takes POST`, "MethodNotAllowed");
-    return await route(ctx, await readJsonBody(request, maxBody), request.signal);
+    return await route(ctx, await readJsonBody(request, maxBody), request.signal, request.headers);
   } catch (error) {
     if (error instanceof HttpError) return errorResponse(error);
     // The client hung up and its sequence was cancelled (request.signal): nobody reads this answer.
@@ -173,9 +197,17 @@ async function handle(
 }
 
 /** Each POST route; `signal` fires when the client hangs up (sampling routes cancel their sequence). */
+/** `POST /v1/episodes/{id}/end` (with `--record`). */
+const EPISODE_END = /^\/v1\/episodes\/([^/]+)\/end$/;
+
 const POST_ROUTES: Record<
   string,
-  (ctx: ServeContext, body: Record<string, unknown>, signal: AbortSignal) => Promise<Response> | Response
+  (
+    ctx: ServeContext,
+    body: Record<string, unknown>,
+    signal: AbortSignal,
+    headers: Headers,
+  ) => Promise<Response> | Response
 > = {
   "/v1/completions": completions,
   "/v1/chat/completions": chatCompletions,

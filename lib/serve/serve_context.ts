@@ -10,6 +10,7 @@ import type { ChatTokenizer } from "../model/chat.ts";
 import type { Adapter } from "../model/lora.ts";
 import type { AdapterGate } from "./adapter_gate.ts";
 import type { Metrics } from "./metrics.ts";
+import type { Recorder } from "./gateway/recorder.ts";
 import { HttpError } from "./limits.ts";
 
 export interface ServeContext {
@@ -24,6 +25,8 @@ export interface ServeContext {
   adapters: Map<string, { path: string; adapter: Adapter; created: number }>;
   gate: AdapterGate;
   metrics: Metrics;
+  /** `--record DIR`: records the chat turns of requests that name an episode (lib/serve/gateway/). */
+  recorder?: Recorder;
 }
 
 /** The adapter a request's `model` names (null: the base model); 404 for an unknown name. */

@@ -14,6 +14,7 @@ import type { Policy } from "../../lib/engine/policy.ts";
 import type { ChatMessage, ChatTokenizer } from "../../lib/model/chat.ts";
 import { loadTokenizer } from "../../lib/model/tokenizer.ts";
 import { type Episode, runRollout } from "../../lib/rollout/rollout.ts";
+import { turnMessage } from "../../lib/rollout/assistant_message.ts";
 import type { Environment } from "../../lib/rollout/environment.ts";
 import { environmentFactory } from "../../lib/rollout/environments.ts";
 import { Limiter } from "../../lib/rollout/limiter.ts";
@@ -86,7 +87,12 @@ async function checkTrajectories(episodes: Episode[], tokenizer: ChatTokenizer, 
       if (sampled) {
         closed = ids.at(-1) === tokenizer.eosTokenId;
         const body = closed ? ids.slice(0, -1) : ids;
-        assert.equal(tokenizer.decode(body), assistants[a++].content, `${e.episodeId}: turn ${a} text`);
+        const m = assistants[a++];
+        assert.deepEqual(
+          turnMessage(tokenizer.decode(body), m.tool_calls),
+          m,
+          `${e.episodeId}: turn ${a} message`,
+        );
       } else { // a turn cut at max_new_tokens is closed by the environment's end-of-turn token
         const expected = renderEnv(tokenizer, envMessages[env++], c, !closed);
         assert.deepEqual(ids, expected, `${e.episodeId}: env span ${env}`);
@@ -183,6 +189,8 @@ Deno.test("two tool calls and a final answer: earlier <think> kept, tool spans =
     "assistant",
   ]);
   assert.equal(e.messages[2].tool_calls?.[0].function.name, "calculator");
+  assert.equal(e.messages[2].content, "", "the call is in tool_calls, not in content");
+  assert.equal(e.messages[2].reasoning_content, "\nI should use the calculator.\n");
   assert.equal(policy.closed.length, 1);
   assert.deepEqual(policy.closed[0], e.tokens);
 });

@@ -13,6 +13,7 @@ import { openSession, score } from "../../lib/pipeline/mod.ts";
 import { parseGroup, parsePointwise } from "../../lib/score/judge/parse.ts";
 import { pointwiseRequests } from "../../lib/score/judge/prompt.ts";
 import { readEpisodes } from "../../lib/score/episode.ts";
+import type { Episode, EpisodeMessage } from "../../lib/score/types.ts";
 import { asStageFile } from "../../lib/arrow/stage_io.ts";
 import { type EpisodeSpec, rolloutsTable } from "../fixtures/rollouts.ts";
 import { fakeJudge, type FakeServer, userText } from "../helpers/fake_judge.ts";
@@ -253,4 +254,48 @@ Deno.test("what the judge sees: clipped to max_chars, grade tags defused, the tr
   assert.match(long, /\[assistant\]\ncalling\n\n\[tool calculator\]\ntool says 4\n\n\[assistant\]\nx/);
   assert.match(long, /‹score>10/, "defused, still readable");
   assert.doesNotMatch(long, /plan/);
+});
+
+Deno.test("the judge's trajectory shows each tool call once, whether content kept its markup or not", () => {
+  const call = '<tool_call>\n{"name": "calculator", "arguments": {"expression": "2+2"}}\n</tool_call>';
+  const toolCalls = [{
+    type: "function",
+    function: { name: "calculator", arguments: { expression: "2+2" } },
+  }];
+  const episode = (assistant: Record<string, unknown>): Episode => ({
+    row: 0,
+    episodeId: "e",
+    groupId: 0,
+    task: { id: "t", source: "generic", prompt: "Add 2 and 2." },
+    messages: [
+      { role: "user", content: "Add 2 and 2." },
+      assistant as unknown as EpisodeMessage,
+      { role: "tool", name: "calculator", content: "4" },
+      { role: "assistant", content: "Final answer: 4" },
+    ],
+    finalText: "Final answer: 4",
+    toolCalls: [],
+    finishReason: "stop",
+    numTurns: 2,
+  });
+  const c = { ...judgeScore("http://x").judge, sees: "trajectory" as const };
+  const split = {
+    role: "assistant",
+    content: "Let me add.",
+    reasoning_content: "plan",
+    tool_calls: toolCalls,
+  };
+  const legacy = {
+    role: "assistant",
+    content: `<think>plan</think>Let me add.\n${call}`,
+    tool_calls: toolCalls,
+  };
+  for (const m of [split, legacy]) {
+    const text = userText(pointwiseRequests([episode(m)], c)[0]);
+    assert.match(
+      text,
+      /\[assistant\]\nLet me add\.\n\[call calculator\] \{"expression":"2\+2"\}\n\n\[tool calculator\]\n4/,
+    );
+    assert.doesNotMatch(text, /<tool_call>|plan/);
+  }
 });

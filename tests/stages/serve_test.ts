@@ -96,3 +96,19 @@ async function exists(path: string): Promise<boolean> {
     return false;
   }
 }
+
+Deno.test("serve --record: an existing DIR/rollouts.arrow not of ours is refused in one line, exit 2, left as it was", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "serve-stage-" });
+  const model = join(dir, "model");
+  await Deno.mkdir(model);
+  await Deno.copyFile(join(await makeTinyModel(), "config.json"), join(model, "config.json"));
+  const record = join(dir, "rec");
+  await Deno.mkdir(record);
+  await Deno.writeTextFile(join(record, "rollouts.arrow"), "not ours");
+  const out = await serveStage(dir, await configFor(dir, model), ["--record", record]).output();
+  const stderr = new TextDecoder().decode(out.stderr).trim();
+  assert.equal(out.code, 2, stderr);
+  assert.equal(stderr.split("\n").length, 1, stderr);
+  assert.match(stderr, /--record \S*rollouts\.arrow: it already exists/);
+  assert.equal(await Deno.readTextFile(join(record, "rollouts.arrow")), "not ours", "nothing was changed");
+});

@@ -1,7 +1,15 @@
 /** Schema of the `score` (rewards) and `mask` (advantages, loss masks) sections (see schema.ts). */
 import { bool, choice, float, int, listOf, weights } from "../fields.ts";
 import { judge } from "./judge.ts";
-export const REWARD_NAMES = ["gsm8k", "code_exec", "exact_match", "format", "tool_use", "judge"] as const;
+export const REWARD_NAMES = [
+  "gsm8k",
+  "code_exec",
+  "exact_match",
+  "format",
+  "tool_use",
+  "judge",
+  "agent",
+] as const;
 export const ESTIMATORS = ["grpo", "dr_grpo", "rloo", "mt_grpo", "mt_grpo_turns", "gae"] as const;
 /** Estimators that compare samples within a group and so need at least two per task. */
 export const GROUP_ESTIMATORS: readonly string[] = ["grpo", "dr_grpo", "rloo", "mt_grpo", "mt_grpo_turns"];

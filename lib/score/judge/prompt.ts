@@ -11,7 +11,8 @@
  *
  * What the judge sees of an episode (`sees`): `answer`, the final assistant message with its reasoning
  * and tool-call blocks removed; or `trajectory`, every message after the prompt (assistant turns without
- * their reasoning, tool calls and their results, user turns), each headed by its role. Every text shown —
+ * their reasoning, each call once as `[call NAME] ARGUMENTS` from `tool_calls`, tool results, user
+ * turns), each headed by its role. Every text shown —
  * the prompt, the reference, each episode — is clipped to `max_chars` (its start and end kept), so a
  * request stays bounded. The tags the judge answers with (`<score>`, `<scores>`) and the response delimiter
  * are defused in shown texts, so a policy cannot write a grade for the judge to echo.
@@ -22,6 +23,7 @@
 import type { JudgeConfig } from "../../config/schema.ts";
 import { shuffled } from "../../data/random.ts";
 import { sha256Hex } from "../../fs/sha256.ts";
+import { removeToolCalls } from "../../rollout/tool_calls.ts";
 import { visibleText } from "../answer.ts";
 import type { Episode, EpisodeMessage } from "../types.ts";
 
@@ -117,10 +119,27 @@ function trajectoryText(messages: EpisodeMessage[]): string {
   if (first < 0) return "";
   return messages.slice(first).map((m) => {
     const content = String(m.content ?? "");
-    const body = m.role === "assistant" ? withoutReasoning(content) : content;
+    const body = m.role === "assistant" ? assistantView(m) : content;
     const head = m.role === "tool" && m.name ? `[tool ${m.name}]` : `[${m.role}]`;
     return `${head}\n${body.trim()}`;
   }).join("\n\n");
+}
+
+/**
+ * An assistant turn without its reasoning, its calls written once each from `tool_calls` (their blocks
+ * cut out of the content, for files that kept them in both).
+ */
+function assistantView(m: EpisodeMessage): string {
+  const content = withoutReasoning(String(m.content ?? ""));
+  const calls = (m.tool_calls ?? []).map(callLine);
+  return calls.length > 0 ? [removeToolCalls(content).trim(), ...calls].join("\n") : content;
+}
+
+/** One call as the judge reads it: `[call NAME] ARGUMENTS`. */
+function callLine(call: unknown): string {
+  const f = (call as { function?: { name?: unknown; arguments?: unknown } })?.function;
+  const args = typeof f?.arguments === "string" ? f.arguments : JSON.stringify(f?.arguments ?? {});
+  return `[call ${String(f?.name ?? "")}] ${args}`;
 }
 
 /** An assistant turn without its `<think>` blocks (an unclosed one runs to the end). */
