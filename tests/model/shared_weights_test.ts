@@ -16,6 +16,7 @@ import { buildTrainModel } from "../../lib/train/train_graph.ts";
 import type { LoraSpec } from "../../lib/model/lora.ts";
 import { linearPath, type ModelDir, openModelDir } from "../../lib/model/model_dir.ts";
 import {
+  loadLinearStacks,
   loadSharedWeights,
   sharedTensorData,
   type SharedWeights,
@@ -110,6 +111,17 @@ Deno.test("shared weights hold every checkpoint tensor as float32, each Linear g
     const embedding = sharedTensorData(shared, byName.get("model.embed_tokens.weight")!);
     assert.deepEqual(Array.from(embedding), Array.from(await read("model.embed_tokens.weight")), dtype);
     assert.ok(shared.tensors.every((t) => t.offset % 64 === 0), "aligned");
+  }
+});
+
+Deno.test("loadLinearStacks holds every Linear stack of the shared weights and nothing else", async () => {
+  const m = await model("bfloat16");
+  const [stacks, shared] = [await loadLinearStacks(m), await loadSharedWeights(m)];
+  assert.equal(stacks.tensors.length, 4 * m.config.num_hidden_layers, "four groups per layer");
+  for (const t of stacks.tensors) {
+    const whole = shared.tensors.find((s) => s.name === t.name)!;
+    assert.deepEqual(whole.dims, t.dims, t.name);
+    assert.deepEqual(sharedTensorData(stacks, t), sharedTensorData(shared, whole), t.name);
   }
 });
 
