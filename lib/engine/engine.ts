@@ -6,8 +6,10 @@
  *
  * Every run writes its outputs into arrays given to it (session.ts): the KV cache, which is also the past
  * input, and small arrays for sampled tokens and log-probs. The adapter's tensors and each cache view are
- * bound to the session once and reused by every run that feeds them. On a GPU provider the cache lives in
- * device memory (device_cache.ts) and the adapter is uploaded once (device_session.ts), so a decode step
+ * bound to the session once and reused by every run that feeds them. An engine with an adapter shape is
+ * fed its Linears with the adapter merged in (merged_weights.ts), merged again whenever the adapter is
+ * set. On a GPU provider the cache lives in device memory (device_cache.ts) and the merged Linears are
+ * uploaded once per adapter (device_session.ts), so a decode step
  * sends token ids and sampling inputs to the device and brings back sampled ids and log-probs only.
  * Scoring is in scoring.ts.
  *
@@ -16,8 +18,8 @@
 
 import type { ModelDir } from "../model/model_dir.ts";
 import type { Qwen3Config } from "../model/hf_config.ts";
-import { type LoraShape, loraTensorSpecs, type LoraWeights, zeroLoraWeights } from "../model/lora.ts";
-import { groupedLora, loraGroupSpecs } from "../model/graph/lora_inputs.ts";
+import { type LoraShape, loraTensorSpecs, type LoraWeights } from "../model/lora.ts";
+import { MergedWeights } from "./merged_weights.ts";
 import { buildInferenceModel, IO } from "./infer_graph.ts";
 import { type ComputeDtype, graphForms } from "../model/graph/forms.ts";
 import type { DeviceTensor } from "../ort/device.ts";
@@ -85,7 +87,9 @@ export class InferenceEngine {
   readonly #scorer: Scorer;
   /** Empty float16 device caches by batch size (scoring without a cache). */
   readonly #empties = new Map<number, DeviceTensor>();
-  #loraFeeds: Record<string, BoundTensor> = {};
+  /** With an adapter shape: the Linear stacks, merged per adapter (null: the graph holds its own). */
+  readonly #merged: MergedWeights | null;
+  #weightFeeds: Record<string, BoundTensor> = {};
   /** Past inputs and present outputs of each cache binding seen, bound once. */
   readonly #caches = new WeakMap<CacheBinding, CacheIO<BoundTensor>>();
 
@@ -104,16 +108,18 @@ export class InferenceEngine {
     session: EngineSession,
     maxStepTokens: number,
     compute: ComputeDtype,
+    merged: MergedWeights | null,
   ) {
     this.config = config;
     this.lora = lora;
+    this.#merged = merged;
     this.#session = session;
     this.maxStepTokens = maxStepTokens;
     this.#compute = compute;
     this.#scorer = new Scorer({
       config,
       maxStepTokens,
-      loraFeeds: () => this.#loraFeeds,
+      weightFeeds: () => this.#weightFeeds,
       createCache: (batch, capacity) => this.createCache(batch, capacity),
       emptyCache: (batch) => this.#emptyCache(batch),
       bindCache: (cache) => this.#cache(cache),
@@ -121,7 +127,7 @@ export class InferenceEngine {
     });
   }
 
-  /** Builds the graph for `model` with LoRA inputs of `lora` and opens its session. */
+  /** Builds the graph for `model` with its Linears as inputs where `lora` is given, and opens its session. */
   static async create(
     model: ModelDir,
     lora: LoraShape | null,
@@ -133,44 +139,35 @@ export class InferenceEngine {
     const limit = session.device
       ? attentionTokenLimit(options.ep ?? "cpu", model.config, options.providerOptions)
       : Infinity;
-    const engine = new InferenceEngine(model.config, lora, session, limit, forms.compute);
-    engine.setLoraWeights(null, 0);
+    const merged = lora
+      ? await MergedWeights.create(model, lora, forms.compute, options.sharedWeights, options.threads)
+      : null;
+    const engine = new InferenceEngine(model.config, lora, session, limit, forms.compute, merged);
+    await engine.setLoraWeights(null, 0);
     return engine;
   }
 
-  /** Feeds an adapter of this engine's shape (`null`: zeros, i.e. the base model). */
-  setLoraWeights(weights: LoraWeights | null, scale: number): void {
-    if (!this.lora) return;
-    const values = weights ?? zeroLoraWeights(this.config, this.lora);
-    const specs = loraTensorSpecs(this.config, this.lora);
-    for (const t of specs) {
-      const data = values.get(t.key);
+  /** Feeds an adapter of this engine's shape merged into the Linears (`null`: the base model). */
+  async setLoraWeights(weights: LoraWeights | null, scale: number): Promise<void> {
+    if (!this.lora || !this.#merged) return;
+    for (const t of weights ? loraTensorSpecs(this.config, this.lora) : []) {
+      const data = weights!.get(t.key);
       if (!data || data.length !== t.dims[0] * t.dims[1]) {
         throw new Error(
           `adapter tensor ${t.key}: expected ${t.dims[0]}×${t.dims[1]} floats, got ${data?.length}`,
         );
       }
     }
-    // The inference graph takes the adapter per group of Linears, the scale folded in (lora_inputs.ts).
-    const grouped = groupedLora(this.config, this.lora, values, scale);
+    const merged = await this.#merged.merged(weights, scale);
     const feeds: Record<string, BoundTensor> = {};
-    for (const spec of loraGroupSpecs(this.config, this.lora)) {
-      for (const t of [spec.a, spec.b]) {
-        const data = grouped.get(t.name)!;
-        feeds[t.name] = this.#session.bind(
-          this.#compute === "float16"
-            ? { type: "float16", data: Float16Array.from(data), dims: t.dims }
-            : { type: "float32", data, dims: t.dims },
-        );
-      }
-    }
-    this.#releaseLora();
-    this.#loraFeeds = feeds;
+    for (const [name, tensor] of merged) feeds[name] = this.#session.bind(tensor);
+    this.#releaseWeights();
+    this.#weightFeeds = feeds;
   }
 
-  #releaseLora(): void {
-    Object.values(this.#loraFeeds).forEach((t) => t.release());
-    this.#loraFeeds = {};
+  #releaseWeights(): void {
+    Object.values(this.#weightFeeds).forEach((t) => t.release());
+    this.#weightFeeds = {};
   }
 
   /**
@@ -238,7 +235,7 @@ export class InferenceEngine {
     const total = Math.max(...Array.from(input.seqlens)) + 1;
     const cache = this.#cache(input.cache);
     const feeds = {
-      ...this.#loraFeeds,
+      ...this.#weightFeeds,
       ...cache.past,
       ...samplingFeeds(input.sampling, input.uniforms, this.config.vocab_size),
       [IO.ids]: int64(input.ids, [B, S]),
@@ -280,7 +277,8 @@ export class InferenceEngine {
   }
 
   async close(): Promise<void> {
-    this.#releaseLora();
+    this.#releaseWeights();
+    await this.#merged?.close();
     await this.#session.close();
   }
 }

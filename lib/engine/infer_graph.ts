@@ -12,7 +12,9 @@
  *
  * Inputs (B sequences, S new tokens each, M cache length):
  *   input_ids int64 [B, S] · seqlens_k int32 [B] · total_seq_len int32 [] · past.L.key / past.L.value
- *   [B, nKV, M, D] in the compute dtype (float32, or float16 on a GPU provider) · LoRA inputs (lora_inputs.ts) · score_mode bool [] · targets int64 [B, S] ·
+ *   [B, nKV, M, D] in the compute dtype (float32, or float16 on a GPU provider) · with an adapter, each Linear
+ *   stack `[Σout, in]` in the compute dtype, the adapter merged in (named by `stackedWeightName`;
+ *   merged_weights.ts) · score_mode bool [] · targets int64 [B, S] ·
  *   temperature float [] · sample bool [] (temperature > 0) · sample_rows int64 [B] (flat row of each sequence's last token) ·
  *   uniforms float [B] · filter bool [] · top_k int64 [1] · top_p float [] · constrain bool [] ·
  *   constraint_fill float [B] · constraint_ids int64 [B, K] · constraint_bias float [B, K] · top_n int64 [1]
@@ -22,6 +24,10 @@
  *   next_tokens int64 [B] · next_logprobs float [B] · next_top_ids int64 [B, n] · next_top_logprobs
  *   float [B, n] (n = top_n) · score_top_ids int64 [B·S, k] · score_top_logprobs float [B·S, k]
  *   (k = score_top, score mode only)
+ *
+ * A policy with an adapter is fed its Linears with the adapter merged in, `W + scale·B·A`, computed once
+ * per adapter (merged_weights.ts): a decode step runs no LoRA kernels. The queries and keys leave their
+ * per-head norm already in GroupQueryAttention's `[B, S, heads*D]` (decoder.ts `headLayout`).
  *
  * @module
  */
@@ -89,8 +95,8 @@ export interface InferenceModel {
 }
 
 /**
- * Builds the inference graph of `model` with LoRA inputs of `lora` (null: no adapter inputs), over
- * `shared` weights when given (graph/weights.ts).
+ * Builds the inference graph of `model`: with its Linear stacks as inputs where `lora` is an adapter shape
+ * (fed merged), from the checkpoint where it is null; over `shared` weights when given (graph/weights.ts).
  */
 export function buildInferenceModel(
   model: ModelDir,
@@ -108,20 +114,18 @@ export function buildInferenceModel(
     key: g.input(IO.pastKey(l), forms.compute, ["B", nKV, "M", D]),
     value: g.input(IO.pastValue(l), forms.compute, ["B", nKV, "M", D]),
   }));
-  const weights = addCheckpointWeights(g, model, shared, forms.compute);
-  const loraInputs = addLoraInputs(g, cfg, lora, "groups", forms.compute);
+  const weights = addCheckpointWeights(g, model, shared, forms.compute, lora ? "inputs" : "checkpoint");
   const rope = ropeTables(D, cfg.rope_theta, cfg.max_position_embeddings);
   const table = (name: string, data: Float32Array) =>
     toDtype(g, g.initializer(name, data, [rope.positions, rope.half]), forms.compute); // [P, D/2]
   const [cos, sin] = [table("rope.cos", rope.cos), table("rope.sin", rope.sin)]; // GQA takes them in q's dtype
 
-  const bs = Shape.emit(g, ids); // [2] = B, S
-  const toBatch = (x: Value) => Reshape.emit(g, x, Concat.emit(g, [bs, g.ints([-1])], 0)); // [B, S, E]
+  const batched = Concat.emit(g, [Shape.emit(g, ids), g.ints([-1])], 0); // [3] = B, S, -1
   const attention: AttentionFn = (layer, q, k, v) => {
     const [out, presentKey, presentValue] = GroupQueryAttention.emit(g, {
-      query: toBatch(q),
-      key: toBatch(k),
-      value: toBatch(v),
+      query: q, // [B, S, nH*D] (headLayout)
+      key: k, // [B, S, nKV*D] (headLayout)
+      value: Reshape.emit(g, v, batched), // [B, S, nKV*D]
       pastKey: past[layer].key,
       pastValue: past[layer].value,
       seqlensK: seqlens,
@@ -134,7 +138,8 @@ export function buildInferenceModel(
     return Reshape.emit(g, out, [-1, cfg.num_attention_heads * D]); // [N, nH*D]
   };
   const flatIds = Reshape.emit(g, ids, [-1]); // [N]
-  const hidden = decoder(g, flatIds, { cfg, weights, lora: loraInputs, attention }); // [N, H]
+  const parts = { cfg, weights, lora: addLoraInputs(g, cfg, null), attention, headLayout: batched };
+  const hidden = decoder(g, flatIds, parts); // [N, H]
   addHeads(g, hidden, headWeight(cfg, weights), cfg.vocab_size, forms);
   return {
     bytes: g.toModel({ doc: `Qwen3 inference graph for ${model.dir}` }),

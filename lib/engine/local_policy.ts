@@ -2,8 +2,9 @@
  * `LocalPolicy`: the `Policy` on the calling thread. `loadPolicy` runs one inside a Worker
  * (worker.ts); tests and the worker itself use it directly.
  *
- * The graph has LoRA inputs of one rank and target set. Setting an adapter of that shape is a new
- * feed; another shape rebuilds the graph (seconds for a large model).
+ * A graph built for adapters of one rank and target set takes its Linears as inputs. Setting an adapter of
+ * that shape merges it into them and feeds the result (merged_weights.ts; one CPU run); another shape
+ * rebuilds the graph (seconds for a large model).
  *
  * @module
  */
@@ -229,7 +230,7 @@ export class LocalPolicy implements Policy {
       await this.#engine.close();
       this.#engine = engine;
     }
-    this.#engine.setLoraWeights(next?.weights ?? null, next ? loraScale(next.spec) : 0);
+    await this.#engine.setLoraWeights(next?.weights ?? null, next ? loraScale(next.spec) : 0);
     this.#adapter = next;
     this.#adapterId = await adapterId(next, this.config);
   }

@@ -23,8 +23,9 @@ export interface PolicyOptions {
   /** PEFT adapter directory or tensors to start from; default none (the base model). */
   adapter?: string | Adapter | null;
   /**
-   * Rank and targets of the LoRA inputs when no adapter is given, so that adapters of this shape can
-   * be set later without rebuilding the graph. Default: no LoRA inputs until an adapter is set.
+   * Rank and targets of the adapters the graph is built for when no adapter is given (its Linears then
+   * graph inputs, fed with an adapter merged in: merged_weights.ts), so that adapters of this shape can be
+   * set later without rebuilding the graph. Default: a graph for no adapter until one is set.
    */
   lora?: LoraSpec | null;
   /** Execution provider, default "cpu". */

@@ -1,8 +1,8 @@
 /**
  * The options of `loadPolicy` from a configuration: one place, so that the rollout and eval commands and
- * the loop build the same graph. The LoRA inputs always have `train.lora`'s shape (zeros when no adapter
- * is set): a graph without them rounds differently in the last bit, and a rollout made by hand must give
- * the loop's log-probs exactly.
+ * the loop build the same graph. It is always built for adapters of `train.lora`'s shape (fed the base
+ * Linears when no adapter is set: merged_weights.ts): a graph for no adapter could round differently in the
+ * last bit, and a rollout made by hand must give the loop's log-probs exactly.
  *
  * @module
  */

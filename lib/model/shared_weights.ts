@@ -54,6 +54,12 @@ export function sharedLayout(cfg: Qwen3Config): { tensors: SharedTensor[]; bytes
   for (const w of qwen3Weights(cfg)) {
     if (w.kind !== "matrix") specs.push({ name: w.name, dims: w.shape, sources: [w.name] });
   }
+  return placed([...specs, ...linearStackSpecs(cfg)]);
+}
+
+/** Every Linear group's stack `[Σout, in]`, layer by layer, in QWEN3_LINEAR_GROUPS order. */
+function linearStackSpecs(cfg: Qwen3Config): Omit<SharedTensor, "offset">[] {
+  const specs: Omit<SharedTensor, "offset">[] = [];
   for (let layer = 0; layer < cfg.num_hidden_layers; layer++) {
     for (const group of QWEN3_LINEAR_GROUPS) {
       const rows = group.reduce((n, linear) => n + linearShape(cfg, linear)[0], 0);
@@ -64,6 +70,11 @@ export function sharedLayout(cfg: Qwen3Config): { tensors: SharedTensor[]; bytes
       });
     }
   }
+  return specs;
+}
+
+/** `specs` one after the other, each 64-byte aligned, and the bytes they need. */
+function placed(specs: Omit<SharedTensor, "offset">[]): { tensors: SharedTensor[]; bytes: number } {
   let bytes = 0;
   const tensors = specs.map((spec) => {
     const offset = bytes;
@@ -74,8 +85,22 @@ export function sharedLayout(cfg: Qwen3Config): { tensors: SharedTensor[]; bytes
 }
 
 /** Reads every weight of `model` once, converting to float32 (seconds for a large model). */
-export async function loadSharedWeights(model: ModelDir): Promise<SharedWeights> {
-  const { tensors, bytes } = sharedLayout(model.config);
+export function loadSharedWeights(model: ModelDir): Promise<SharedWeights> {
+  return loadLayout(model, sharedLayout(model.config));
+}
+
+/**
+ * Only the Linear stacks of `model`, in float32, laid out as in `SharedWeights` (what the inference engine
+ * merges an adapter into when no shared weights are given: lib/engine/merged_weights.ts).
+ */
+export function loadLinearStacks(model: ModelDir): Promise<SharedWeights> {
+  return loadLayout(model, placed(linearStackSpecs(model.config)));
+}
+
+async function loadLayout(
+  model: ModelDir,
+  { tensors, bytes }: { tensors: SharedTensor[]; bytes: number },
+): Promise<SharedWeights> {
   const buffer = new SharedArrayBuffer(bytes);
   const reader = new ChunkReader();
   try {

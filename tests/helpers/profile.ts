@@ -11,9 +11,15 @@ import { type NodeEvent, nodeEvents } from "../../lib/ort/profile.ts";
 
 export type { NodeEvent } from "../../lib/ort/profile.ts";
 
-/** Runs `fn` with profiling on for every engine session it opens; returns their node events. */
+/**
+ * Runs `fn` with profiling on for every engine session it opens; returns the node events of the sessions
+ * that ran on a GPU provider (a session with any node there). CPU-only sessions are left out: the adapter
+ * merge (lib/engine/merged_weights.ts) is one by design, a host computation once per adapter.
+ */
 export async function profiled(fn: () => Promise<void>): Promise<NodeEvent[]> {
-  return (await profiledTraces(fn)).flatMap(nodeEvents);
+  return (await profiledTraces(fn)).map(nodeEvents)
+    .filter((events) => events.some((e) => e.provider !== "CPUExecutionProvider"))
+    .flat();
 }
 
 function tensors(list: Record<string, number[]>[]): { dtype: string; size: number; dims: number[] }[] {

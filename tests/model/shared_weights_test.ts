@@ -3,7 +3,8 @@
  * checkpoint exactly and stacks each Linear group; an inference engine and a trainer built over the
  * shared weights give the log-probs and gradients of today's sessions that fold their own copies; and
  * both really compute on the shared memory (a weight changed there changes both sessions' outputs, in
- * this thread and in the policy's Worker), so neither holds a copy of its own.
+ * this thread and in the policy's Worker), so neither holds a copy of its own — except the Linears a
+ * policy with an adapter reads merged with it, merged from the shared memory whenever it is set.
  *
  * Tiny random models with a 512-token vocabulary (no tokenizer), in bf16, f16 and f32.
  */
@@ -15,6 +16,7 @@ import { buildTrainModel } from "../../lib/train/train_graph.ts";
 import type { LoraSpec } from "../../lib/model/lora.ts";
 import { linearPath, type ModelDir, openModelDir } from "../../lib/model/model_dir.ts";
 import {
+  loadLinearStacks,
   loadSharedWeights,
   sharedTensorData,
   type SharedWeights,
@@ -112,6 +114,17 @@ Deno.test("shared weights hold every checkpoint tensor as float32, each Linear g
   }
 });
 
+Deno.test("loadLinearStacks holds every Linear stack of the shared weights and nothing else", async () => {
+  const m = await model("bfloat16");
+  const [stacks, shared] = [await loadLinearStacks(m), await loadSharedWeights(m)];
+  assert.equal(stacks.tensors.length, 4 * m.config.num_hidden_layers, "four groups per layer");
+  for (const t of stacks.tensors) {
+    const whole = shared.tensors.find((s) => s.name === t.name)!;
+    assert.deepEqual(whole.dims, t.dims, t.name);
+    assert.deepEqual(sharedTensorData(stacks, t), sharedTensorData(shared, whole), t.name);
+  }
+});
+
 Deno.test("sessions over shared weights give the folded sessions' log-probs, loss and gradients", async () => {
   for (const dtype of ["bfloat16", "float16"] as const) {
     const m = await model(dtype);
@@ -140,6 +153,9 @@ Deno.test("both sessions compute on the shared memory: a weight changed there ch
     worker: (await worker.logprobs(seqs))[1],
     train: (await trainer.run(batch, adapter.weights, SCALARS)).logprobs,
   });
+  // A policy with an adapter reads its Linears merged with it, merged from the shared memory when the
+  // adapter is set (lib/engine/merged_weights.ts): a changed Linear shows once the adapter is set again.
+  const remerge = () => Promise.all([local.setAdapter(adapter), worker.setAdapter(adapter)]);
   try {
     const before = await run();
     // A Linear stack (read by Gemm, which would prepack a copy of its own) and the embedding (Gather).
@@ -147,8 +163,10 @@ Deno.test("both sessions compute on the shared memory: a weight changed there ch
       const data = sharedTensorData(shared, shared.tensors.find((t) => t.name === name)!);
       const saved = data.slice();
       data.forEach((v, i) => (data[i] = v * 1.5 + 0.01));
+      await remerge();
       const changed = await run();
       data.set(saved);
+      await remerge();
       for (const session of ["local", "worker", "train"] as const) {
         assert.notDeepEqual(Array.from(changed[session]), Array.from(before[session]), `${name}: ${session}`);
       }

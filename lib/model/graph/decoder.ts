@@ -45,7 +45,10 @@ const {
   Split,
 } = OPS;
 
-/** Attention of one layer: q `[N, nH*D]`, k and v `[N, nKV*D]` (q/k already normed, no RoPE yet) → `[N, nH*D]`. */
+/**
+ * Attention of one layer: q `[N, nH*D]`, k and v `[N, nKV*D]` (q/k already normed, no RoPE yet; q and k
+ * in `DecoderParts.headLayout` where one is given) → `[N, nH*D]`.
+ */
 export type AttentionFn = (layer: number, q: Value, k: Value, v: Value) => Value;
 
 /** What the decoder needs. */
@@ -56,6 +59,12 @@ export interface DecoderParts {
   attention: AttentionFn;
   /** How a float16 decoder normalizes (float32 decoders always use the fused kernels); default "fused". */
   norms?: NormForm;
+  /**
+   * The shape (an int64 `[rank]` value) q and k take after their per-head norm, for an attention that
+   * wants another layout than rows (GroupQueryAttention's `[B, S, heads*D]`): the Reshape back from heads
+   * then produces it, and the attention needs none of its own. Default `[N, heads*D]`.
+   */
+  headLayout?: Value;
 }
 
 /**
@@ -160,8 +169,8 @@ function decoderLayer(
 
   const { normed: n, sum: x } = addAndNorm(g, stream, w("input_layernorm"), eps, form); // [N, H] each
   const [qp, kp, v] = projs(n, qkv); // [N, nH*D], [N, nKV*D], [N, nKV*D]
-  const q = headNorm(g, qp, w("self_attn.q_norm"), nH, D, eps, form); // [N, nH*D]
-  const k = headNorm(g, kp, w("self_attn.k_norm"), nKV, D, eps, form); // [N, nKV*D]
+  const q = headNorm(g, qp, w("self_attn.q_norm"), nH, D, eps, form, parts.headLayout); // [N, nH*D]
+  const k = headNorm(g, kp, w("self_attn.k_norm"), nKV, D, eps, form, parts.headLayout); // [N, nKV*D]
   const attn = g.scope("attn", () => parts.attention(layer, q, k, v)); // [N, nH*D]
 
   const post = { sum: x, delta: projs(attn, o)[0] }; // h = x + o(attn)
@@ -170,7 +179,7 @@ function decoderLayer(
   return { sum: h, delta: projs(swiglu(g, gate, up), down)[0] }; // h + down(…), added by the next norm
 }
 
-/** RMSNorm over each head's D features: `[N, heads*D]` → `[N, heads*D]`. */
+/** RMSNorm over each head's D features: `[N, heads*D]` → `[N, heads*D]` (or `layout`). */
 function headNorm(
   g: GraphBuilder,
   x: Value,
@@ -179,9 +188,10 @@ function headNorm(
   D: number,
   eps: number,
   form: NormForm,
+  layout?: Value,
 ): Value {
   const perHead = Reshape.emit(g, x, [0, heads, D]); // [N, heads, D]
-  return Reshape.emit(g, norm(g, perHead, weight, eps, form), [0, heads * D]); // [N, heads*D]
+  return Reshape.emit(g, norm(g, perHead, weight, eps, form), layout ?? [0, heads * D]); // [N, heads*D]
 }
 
 /** One Linear of a group: its output size (rows of the stacked weight) and adapter. */

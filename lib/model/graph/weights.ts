@@ -10,6 +10,10 @@
  *   given the `SharedWeights` memory for each of them (lib/engine/session.ts), so no session copies or
  *   folds anything: nothing in the graph computes on a weight before its consumer reads it.
  *
+ * Either way the Linear stacks may instead be graph inputs (`linears: "inputs"`, named by
+ * `stackedWeightName`, in the compute dtype): the inference graph of a policy with an adapter is fed the
+ * adapter merged into them (lib/engine/merged_weights.ts), and declares no checkpoint data for them.
+ *
  * onnxruntime resolves external `location`s against one folder (the session option
  * `model_external_initializers_file_folder_path`) and rejects absolute paths and paths escaping it, so
  * every location is made relative to the deepest folder holding all the (symlink-resolved) shards.
@@ -24,7 +28,7 @@ import { OPS } from "../../onnx/ops.ts";
 import { UserError } from "../../errors.ts";
 import type { QwenLinear } from "../lora.ts";
 import type { ModelDir } from "../model_dir.ts";
-import { linearPath, qwen3Weights } from "../model_dir.ts";
+import { linearPath, linearShape, qwen3Weights } from "../model_dir.ts";
 import {
   checkSharedWeights,
   type SharedTensor,
@@ -49,23 +53,46 @@ export interface GraphWeights {
   shared: SharedTensor[];
 }
 
+/** Where the Linear stacks come from: the checkpoint (folded or shared), or graph inputs. */
+export type LinearSource = "checkpoint" | "inputs";
+
 /**
  * Adds every Qwen3 weight of `model` to `g`: folded from the checkpoint, or read from `shared` (float32
- * compute only: shared weights are for CPU sessions).
+ * compute only: shared weights are for CPU sessions); the Linear stacks as inputs where `linears` says so.
  */
 export function addCheckpointWeights(
   g: GraphBuilder,
   model: ModelDir,
   shared?: SharedWeights,
   compute: "float32" | "float16" = "float32",
+  linears: LinearSource = "checkpoint",
 ): GraphWeights {
   const folder = commonFolder(model.checkpoint.files);
   if (shared && compute !== "float32") {
     throw new Error("graph weights: shared weights are float32 (CPU) only");
   }
-  return shared
+  const weights = shared
     ? sharedGraphWeights(g, model, folder, shared)
-    : foldedGraphWeights(g, model, folder, compute);
+    : foldedGraphWeights(g, model, folder, compute, linears === "checkpoint");
+  return linears === "checkpoint" ? weights : { ...weights, linears: linearInputs(g, model, compute) };
+}
+
+/** Each Linear stack as a graph input `[Σout, in]` in `compute`, declared on first use. */
+function linearInputs(
+  g: GraphBuilder,
+  model: ModelDir,
+  compute: "float32" | "float16",
+): GraphWeights["linears"] {
+  const declared = new Map<string, Value>();
+  return (layer, group) => {
+    const name = stackedWeightName(layer, group);
+    let value = declared.get(name);
+    if (!value) {
+      const rows = group.reduce((n, linear) => n + linearShape(model.config, linear)[0], 0);
+      declared.set(name, value = g.input(name, compute, [rows, linearShape(model.config, group[0])[1]]));
+    }
+    return value;
+  };
 }
 
 function foldedGraphWeights(
@@ -73,11 +100,13 @@ function foldedGraphWeights(
   model: ModelDir,
   folder: string,
   compute: "float32" | "float16",
+  withLinears: boolean,
 ): GraphWeights {
   const { checkpoint } = model;
   const values = new Map<string, Value>();
   const raws = new Map<string, Value>();
   for (const spec of qwen3Weights(model.config)) {
+    if (spec.kind === "matrix" && !withLinears) continue; // fed as inputs instead
     const info = checkpoint.tensors.get(spec.name)!; // openModelDir checked presence and shape
     const dtype = SAFETENSORS_DTYPE[info.dtype];
     const location = relative(folder, info.file).split(sep).join("/");
