@@ -12,11 +12,11 @@
  *   targets int64 [M] · loss_weights [M] · the algorithm's per-token inputs [M] each, in the order
  *   algorithm.ts declares them (clipped: old_logprobs, advantages, and ref_logprobs with a reference;
  *   sft: none) · temperature [] · eps_low [] · eps_high [] · beta [] · chunk int64 [] (divides M) ·
- *   LoRA inputs
+ *   LoRA inputs, one stacked A and one block-diagonal scaled B per group of Linears (lora_groups.ts)
  * With a value head (value_head.ts; the algorithm declares it): vf_coef [] · value_clip [] · the head's
  *   four tensors.
  * Outputs:
- *   logprobs, pg, kl, clipped, entropy [M] · loss [] · grad.<PEFT key> per LoRA tensor; with a value
+ *   logprobs, pg, kl, clipped, entropy [M] · loss [] · grad.<input name> per LoRA group tensor; with a value
  *   head also values [M] · value_loss [] · grad.<value head key> per head tensor (loss then includes
  *   vf_coef · value_loss)
  *
@@ -76,8 +76,8 @@ export interface TrainGraphSpec extends AlgorithmSpec {
 export interface TrainModel {
   bytes: Uint8Array;
   externalFolder: string;
-  /** PEFT keys of the LoRA tensors, in input order; each has an output `grad.<key>`. */
-  loraKeys: string[];
+  /** Names of the LoRA group inputs (lora_inputs.ts groups layout); each has an output `grad.<name>`. */
+  loraInputs: string[];
   /** Built over shared weights: the shared tensors the session must be given (else empty). */
   shared: SharedTensor[];
 }
@@ -107,7 +107,7 @@ export function buildTrainModel(model: ModelDir, spec: TrainGraphSpec, shared?: 
 
   const forms = graphForms(spec.ep, spec.compute);
   const weights = addCheckpointWeights(g, model, shared, forms.compute);
-  const lora = addLoraInputs(g, cfg, spec.lora);
+  const lora = addLoraInputs(g, cfg, spec.lora, "groups"); // lora_groups.ts: two Gemms per group
   const rope = ropeTables(cfg.head_dim, cfg.rope_theta, cfg.max_position_embeddings);
   const table = (name: string, data: Float32Array) =>
     toDtype(g, g.initializer(name, data, [rope.positions, rope.half]), forms.compute); // [P, D/2]
@@ -174,7 +174,7 @@ export function buildTrainModel(model: ModelDir, spec: TrainGraphSpec, shared?: 
   return {
     bytes: g.toModel({ doc: `Qwen3 LoRA train graph for ${model.dir}` }),
     externalFolder: weights.folder,
-    loraKeys: lora.tensors.map((t) => t.name),
+    loraInputs: lora.tensors.map((t) => t.name),
     shared: weights.shared,
   };
 }
