@@ -23,6 +23,8 @@ import type { GraphData } from "./proto.ts";
 /** Options of `backward`. */
 export interface BackwardOptions {
   sum?: "Sum" | "Add";
+  /** Rules may read fused norms' statistics outputs (`GradContext.readsNormStats`; default false). */
+  readsNormStats?: boolean;
 }
 
 /** A seed: `grad` is dLoss/d`value` (e.g. ones for the loss itself), with `value`'s shape. */
@@ -58,7 +60,10 @@ export function backward(
     const wants = node.inputs.map((v, i) => v !== null && !entry?.nondiff?.includes(i) && live.has(v.name));
     if (!wants.some((w) => w) && !capturesLive(node, live)) continue;
     const rule = ruleOf(node, entry);
-    const dx = g.scope(`${node.name}.grad`, () => rule({ g, node, grads, wants }));
+    const dx = g.scope(
+      `${node.name}.grad`,
+      () => rule({ g, node, grads, wants, readsNormStats: options.readsNormStats }),
+    );
     node.inputs.forEach((v, i) => {
       if (v && wants[i] && dx[i]) acc.add(v, dx[i]!);
     });

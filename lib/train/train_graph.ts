@@ -114,7 +114,7 @@ export function buildTrainModel(model: ModelDir, spec: TrainGraphSpec, shared?: 
   const [cos, sin] = [table("rope.cos", rope.cos), table("rope.sin", rope.sin)];
   const attention = causalAttention(g, cfg, Shape.emit(g, ids), positions, cos, sin);
   const flatIds = shaped(Reshape.emit(g, ids, [-1]), ["N"]); // [N]
-  const parts = { cfg, weights, lora, attention, norms: "float32" as const }; // decoder.ts NormForm
+  const parts = { cfg, weights, lora, attention, norms: "float32" as const, normStats: forms.normStats }; // decoder.ts
   const hidden = shaped(decoder(g, flatIds, parts), ["N", cfg.hidden_size]); // [N, H]
 
   const headHidden = shaped(Gather.emit(g, hidden, headRows, 0), ["M", cfg.hidden_size]); // [M, H]
@@ -159,7 +159,10 @@ export function buildTrainModel(model: ModelDir, spec: TrainGraphSpec, shared?: 
     "add",
   ); // [N, H]
   const seed = { value: hidden, grad: shaped(dHidden, ["N", cfg.hidden_size]) };
-  const grads = backward(g, [seed], lora.tensors, { sum: forms.gradientSum });
+  const grads = backward(g, [seed], lora.tensors, {
+    sum: forms.gradientSum,
+    readsNormStats: forms.normStats,
+  });
   lora.tensors.forEach((t, i) => {
     if (!grads[i]) throw new Error(`train graph: no gradient reaches ${t.name}`);
     g.output(grads[i]!, TRAIN_IO.grad(t.name));

@@ -56,6 +56,8 @@ export interface DecoderParts {
   attention: AttentionFn;
   /** How a float16 decoder normalizes (float32 decoders always use the fused kernels); default "fused". */
   norms?: NormForm;
+  /** The plain norms also declare their `inv_std_var` output, for a backward to read (forms.ts `normStats`). */
+  normStats?: boolean;
 }
 
 /**
@@ -69,6 +71,12 @@ export interface DecoderParts {
  */
 export type NormForm = "fused" | "float32";
 
+/** A norm's form, and whether a plain norm declares its statistics output (`DecoderParts.normStats`). */
+interface NormHow {
+  form: NormForm;
+  stats: boolean;
+}
+
 /**
  * Hidden states after the final norm, `[N, H]` float32, for token ids `[N]` (int64). Each residual add
  * is fused into the norm that reads its sum (SkipSimplifiedLayerNormalization, lib/onnx/ops_norm.ts):
@@ -77,7 +85,7 @@ export type NormForm = "fused" | "float32";
 export function decoder(g: GraphBuilder, ids: Value, parts: DecoderParts): Value {
   const { cfg, weights } = parts;
   const embedded = Gather.emit(g, weights.get("model.embed_tokens.weight"), ids, 0); // [N, H]
-  const form = parts.norms ?? "fused";
+  const form: NormHow = { form: parts.norms ?? "fused", stats: parts.normStats ?? false };
   let stream: Residual = { sum: embedded, delta: null };
   for (let layer = 0; layer < cfg.num_hidden_layers; layer++) {
     stream = g.scope(`layers.${layer}`, () => decoderLayer(g, stream, layer, parts, form));
@@ -87,7 +95,8 @@ export function decoder(g: GraphBuilder, ids: Value, parts: DecoderParts): Value
     sum: toDtype(g, stream.sum, "float32"),
     delta: stream.delta && toDtype(g, stream.delta, "float32"),
   };
-  return addAndNorm(g, last, weights.get("model.norm.weight"), cfg.rms_norm_eps, "fused").normed; // [N, H]
+  const final = { form: "fused" as const, stats: form.stats };
+  return addAndNorm(g, last, weights.get("model.norm.weight"), cfg.rms_norm_eps, final).normed; // [N, H]
 }
 
 /** The residual stream `[N, H]` and the output `[N, H]` still to be added to it (null: none). */
@@ -111,13 +120,13 @@ export function toDtype(g: GraphBuilder, x: Value, dtype: ComputeDtype): Value {
  * cast to a float16 x's dtype: an initializer, folded when the session loads), or in float32 and cast
  * back (`NormForm`).
  */
-function norm(g: GraphBuilder, x: Value, weight: Value, eps: number, form: NormForm): Value {
-  if (form === "float32" && x.dtype !== "float32") {
-    const y = SimplifiedLayerNormalization.emit(g, toDtype(g, x, "float32"), weight, eps); // x's shape
+function norm(g: GraphBuilder, x: Value, weight: Value, eps: number, how: NormHow): Value {
+  if (how.form === "float32" && x.dtype !== "float32") {
+    const y = SimplifiedLayerNormalization.emit(g, toDtype(g, x, "float32"), weight, eps, how.stats); // x's shape
     return toDtype(g, y, x.dtype as ComputeDtype);
   }
   const w = toDtype(g, weight, x.dtype as ComputeDtype); // [E]
-  return SimplifiedLayerNormalization.emit(g, x, w, eps); // x's shape
+  return SimplifiedLayerNormalization.emit(g, x, w, eps, how.stats); // x's shape
 }
 
 /** `sum + delta` and its RMSNorm (one kernel in the fused form; the norm alone where there is no delta). */
@@ -126,12 +135,12 @@ function addAndNorm(
   r: Residual,
   weight: Value,
   eps: number,
-  form: NormForm,
+  how: NormHow,
 ): { normed: Value; sum: Value } {
-  if (r.delta === null) return { normed: norm(g, r.sum, weight, eps, form), sum: r.sum };
-  if (form === "float32" && r.sum.dtype !== "float32") {
+  if (r.delta === null) return { normed: norm(g, r.sum, weight, eps, how), sum: r.sum };
+  if (how.form === "float32" && r.sum.dtype !== "float32") {
     const sum = Add.emit(g, r.sum, r.delta); // [N, H]
-    return { normed: norm(g, sum, weight, eps, form), sum };
+    return { normed: norm(g, sum, weight, eps, how), sum };
   }
   const w = toDtype(g, weight, r.sum.dtype as ComputeDtype); // [H]
   const [normed, sum] = SkipSimplifiedLayerNormalization.emit(g, r.sum, r.delta, w, eps); // [N, H] each
@@ -143,7 +152,7 @@ function decoderLayer(
   stream: Residual,
   layer: number,
   parts: DecoderParts,
-  form: NormForm,
+  form: NormHow,
 ): Residual {
   const { cfg, weights } = parts;
   const { rms_norm_eps: eps, num_attention_heads: nH, num_key_value_heads: nKV, head_dim: D } = cfg;
@@ -178,7 +187,7 @@ function headNorm(
   heads: number,
   D: number,
   eps: number,
-  form: NormForm,
+  form: NormHow,
 ): Value {
   const perHead = Reshape.emit(g, x, [0, heads, D]); // [N, heads, D]
   return Reshape.emit(g, norm(g, perHead, weight, eps, form), [0, heads * D]); // [N, heads*D]
