@@ -49,7 +49,7 @@ function membersOf(cfg: Qwen3Config, spec: LoraGroupSpec, r: number): MemberPlac
 export function ungroupGradients(
   cfg: Qwen3Config,
   shape: LoraShape,
-  grads: ReadonlyMap<string, Float32Array>,
+  grads: ReadonlyMap<string, Float32Array | Float16Array>,
   scale: number,
   into: LoraWeights,
 ): void {

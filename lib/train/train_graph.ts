@@ -12,11 +12,13 @@
  *   targets int64 [M] · loss_weights [M] · the algorithm's per-token inputs [M] each, in the order
  *   algorithm.ts declares them (clipped: old_logprobs, advantages, and ref_logprobs with a reference;
  *   sft: none) · temperature [] · eps_low [] · eps_high [] · beta [] · chunk int64 [] (divides M) ·
- *   LoRA inputs, one stacked A and one block-diagonal scaled B per group of Linears (lora_groups.ts)
+ *   LoRA inputs, one stacked A and one block-diagonal scaled B per group of Linears (lora_groups.ts), in
+ *   the compute dtype (in float16 the gradients of the float16 tensors are what float32 inputs cast in
+ *   the graph would get, without the Casts)
  * With a value head (value_head.ts; the algorithm declares it): vf_coef [] · value_clip [] · the head's
  *   four tensors.
  * Outputs:
- *   logprobs, pg, kl, clipped, entropy [M] · loss [] · grad.<input name> per LoRA group tensor; with a value
+ *   logprobs, pg, kl, clipped, entropy [M] · loss [] · grad.<input name> per LoRA group tensor (its dtype); with a value
  *   head also values [M] · value_loss [] · grad.<value head key> per head tensor (loss then includes
  *   vf_coef · value_loss)
  *
@@ -107,7 +109,7 @@ export function buildTrainModel(model: ModelDir, spec: TrainGraphSpec, shared?: 
 
   const forms = graphForms(spec.ep, spec.compute);
   const weights = addCheckpointWeights(g, model, shared, forms.compute);
-  const lora = addLoraInputs(g, cfg, spec.lora, "groups"); // lora_groups.ts: two Gemms per group
+  const lora = addLoraInputs(g, cfg, spec.lora, "groups", forms.compute); // lora_groups.ts
   const rope = ropeTables(cfg.head_dim, cfg.rope_theta, cfg.max_position_embeddings);
   const table = (name: string, data: Float32Array) =>
     toDtype(g, g.initializer(name, data, [rope.positions, rope.half]), forms.compute); // [P, D/2]

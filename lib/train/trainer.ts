@@ -135,8 +135,18 @@ export class Trainer {
     const keys = loraTensorSpecs(cfg, this.spec.lora);
     const groups = loraGroupSpecs(cfg, this.spec.lora).flatMap((spec) => [spec.a, spec.b]);
     const grouped = groupedLora(cfg, this.spec.lora, params, scale);
-    const groupGrads = new Map(groups.map((t) => [t.name, new Float32Array(t.dims[0] * t.dims[1])]));
-    for (const t of groups) inputs[t.name] = f32(grouped.get(t.name)!, t.dims);
+    // The group tensors and their gradients are in the compute dtype (train_graph.ts).
+    const half = this.spec.compute === "float16";
+    const tensor = (data: Float32Array | Float16Array, dims: number[]): HostTensor =>
+      data instanceof Float16Array ? { type: "float16", data, dims } : f32(data, dims);
+    const groupGrads = new Map(groups.map((t) => {
+      const size = t.dims[0] * t.dims[1];
+      return [t.name, half ? new Float16Array(size) : new Float32Array(size)];
+    }));
+    for (const t of groups) {
+      const data = grouped.get(t.name)!;
+      inputs[t.name] = tensor(half ? Float16Array.from(data) : data, t.dims);
+    }
 
     // Every output is allocated here and written in place by the run.
     const rows = () => new Float32Array(mb.headRows.length);
@@ -158,7 +168,7 @@ export class Trainer {
       [TRAIN_IO.clipped]: f32(result.clipped),
       [TRAIN_IO.entropy]: f32(result.entropy),
     };
-    for (const t of groups) outputs[TRAIN_IO.grad(t.name)] = f32(groupGrads.get(t.name)!, t.dims);
+    for (const t of groups) outputs[TRAIN_IO.grad(t.name)] = tensor(groupGrads.get(t.name)!, t.dims);
     const value = this.hasValueHead ? this.#valueFeeds(mb, s, o.valueHead, inputs, outputs) : undefined;
     await this.#session.run(inputs, outputs);
     ungroupGradients(cfg, this.spec.lora, groupGrads, scale, result.grads);
