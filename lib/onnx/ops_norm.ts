@@ -28,6 +28,17 @@ import { floatAttr, gradError, gradOps, outGrad, sumToShape } from "./grad_util.
 import { check, def, type GradContext } from "./op_def.ts";
 import { MS_DOMAIN } from "./ops_contrib.ts";
 
+/** Weights known to be all ones (`unitNormWeight`): the gradient rule skips its `dy · w`. */
+const UNIT_WEIGHTS = new WeakSet<Value>();
+
+/** A `[E]` weight of ones in `dtype`, for a norm whose weight is applied after it (by a Mul). */
+export function unitNormWeight(g: GraphBuilder, size: number, dtype: "float32" | "float16"): Value {
+  const data = dtype === "float16" ? new Uint16Array(size).fill(0x3c00) : new Float32Array(size).fill(1); // 1.0
+  const w = g.constant(data, [size], dtype);
+  UNIT_WEIGHTS.add(w);
+  return w;
+}
+
 /**
  * RMSNorm of x over its last axis with weight `[E]` (x's dtype): y, x's shape and dtype. With `stats`
  * the node also declares its `inv_std_var` output (float32 `[..., 1]`), for the gradient rule to read
@@ -102,7 +113,7 @@ function rmsNormGrad(
   const dyWide = wide(dy); // [..., E]
   let dx: Value | null = null;
   if (wants.x) {
-    const gw = o.Mul(dyWide, wide(weight)); // [..., E]
+    const gw = UNIT_WEIGHTS.has(weight) ? dyWide : o.Mul(dyWide, wide(weight)); // [..., E]
     const m = o.ReduceMean(o.Mul(dyWide, wide(io.y)), [-1], { keepdims: true }); // [..., 1]: mean(g · x̂)
     dx = narrow(ctx.g, o.Mul(o.Sub(gw, o.Mul(xWide, o.Mul(inv, m))), inv), x.dtype); // [..., E]
   }

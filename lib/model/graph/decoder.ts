@@ -32,6 +32,7 @@ import { linearShape, QWEN3_LINEAR_GROUPS } from "../model_dir.ts";
 import type { LoraGroupValues, LoraInputs, LoraPairValues } from "./lora_inputs.ts";
 import type { GraphWeights } from "./weights.ts";
 import type { ComputeDtype } from "./forms.ts";
+import { unitNormWeight } from "../../onnx/ops_norm.ts";
 
 const {
   Add,
@@ -48,12 +49,22 @@ const {
 /** Attention of one layer: q `[N, nH*D]`, k and v `[N, nKV*D]` (q/k already normed, no RoPE yet) → `[N, nH*D]`. */
 export type AttentionFn = (layer: number, q: Value, k: Value, v: Value) => Value;
 
+/**
+ * Attention fed q and k side by side, each head normed: qk `[N, nH + nKV, D]` (q's heads first, no RoPE
+ * yet), v `[N, nKV*D]` → `[N, nH*D]`. The decoder then splits the q/k/v Gemm's output in two, and both
+ * head norms are one norm kernel and one Mul by their weights (the train graph's form: one norm, one RoPE
+ * and one chain of reshapes instead of two, in the forward and in the backward).
+ */
+export interface PackedAttention {
+  packed: (layer: number, qk: Value, v: Value) => Value;
+}
+
 /** What the decoder needs. */
 export interface DecoderParts {
   cfg: Qwen3Config;
   weights: GraphWeights;
   lora: LoraInputs;
-  attention: AttentionFn;
+  attention: AttentionFn | PackedAttention;
   /** How a float16 decoder normalizes (float32 decoders always use the fused kernels); default "fused". */
   norms?: NormForm;
   /** The plain norms also declare their `inv_std_var` output, for a backward to read (forms.ts `normStats`). */
@@ -168,10 +179,23 @@ function decoderLayer(
   const [qkv, o, gateUp, down] = [0, 1, 2, 3]; // QWEN3_LINEAR_GROUPS: q/k/v, o, gate/up, down
 
   const { normed: n, sum: x } = addAndNorm(g, stream, w("input_layernorm"), eps, form); // [N, H] each
-  const [qp, kp, v] = projs(n, qkv); // [N, nH*D], [N, nKV*D], [N, nKV*D]
-  const q = headNorm(g, qp, w("self_attn.q_norm"), nH, D, eps, form); // [N, nH*D]
-  const k = headNorm(g, kp, w("self_attn.k_norm"), nKV, D, eps, form); // [N, nKV*D]
-  const attn = g.scope("attn", () => parts.attention(layer, q, k, v)); // [N, nH*D]
+  let attn: Value; // [N, nH*D]
+  const attention = parts.attention;
+  if (typeof attention === "function") {
+    const [qp, kp, v] = projs(n, qkv); // [N, nH*D], [N, nKV*D], [N, nKV*D]
+    const q = headNorm(g, qp, w("self_attn.q_norm"), nH, D, eps, form); // [N, nH*D]
+    const k = headNorm(g, kp, w("self_attn.k_norm"), nKV, D, eps, form); // [N, nKV*D]
+    attn = g.scope("attn", () => attention(layer, q, k, v));
+  } else {
+    if (QWEN3_LINEAR_GROUPS[qkv].some((linear) => parts.lora.pair(layer, linear))) {
+      throw new Error("decoder: packed attention takes LoRA in the groups layout, not per Linear");
+    }
+    const members = [{ out: (nH + nKV) * D, lora: undefined }, { out: nKV * D, lora: undefined }];
+    const stacked = weights.linears(layer, QWEN3_LINEAR_GROUPS[qkv]);
+    const [qkp, v] = linearsWithLora(g, n, stacked, members, parts.lora.group(layer, qkv)); // [N, (nH+nKV)*D], [N, nKV*D]
+    const qk = packedHeadNorm(g, qkp, weights.headNorms(layer), nH + nKV, D, eps, form); // [N, nH+nKV, D]
+    attn = g.scope("attn", () => attention.packed(layer, qk, v));
+  }
 
   const post = { sum: x, delta: projs(attn, o)[0] }; // h = x + o(attn)
   const { normed: m, sum: h } = addAndNorm(g, post, w("post_attention_layernorm"), eps, form); // [N, H] each
@@ -191,6 +215,28 @@ function headNorm(
 ): Value {
   const perHead = Reshape.emit(g, x, [0, heads, D]); // [N, heads, D]
   return Reshape.emit(g, norm(g, perHead, weight, eps, form), [0, heads * D]); // [N, heads*D]
+}
+
+/**
+ * q and k normed per head in one kernel: `[N, (nH+nKV)*D]` → `[N, nH+nKV, D]`, the norm with unit weight
+ * and then a Mul by each head's weight (`weights` `[nH+nKV, D]`, float32: `GraphWeights.headNorms`). In
+ * the float32 form the norm and the Mul run in float32.
+ */
+function packedHeadNorm(
+  g: GraphBuilder,
+  x: Value,
+  weights: Value,
+  heads: number,
+  D: number,
+  eps: number,
+  how: NormHow,
+): Value {
+  const perHead = Reshape.emit(g, x, [0, heads, D]); // [N, heads, D]
+  const dtype = (how.form === "float32" ? "float32" : x.dtype) as ComputeDtype;
+  const weight = toDtype(g, weights, dtype); // [heads, D]
+  const wide = toDtype(g, perHead, dtype);
+  const normed = SimplifiedLayerNormalization.emit(g, wide, unitNormWeight(g, D, dtype), eps, how.stats);
+  return toDtype(g, Mul.emit(g, normed, weight), x.dtype as ComputeDtype); // [N, nH+nKV, D]
 }
 
 /** One Linear of a group: its output size (rows of the stacked weight) and adapter. */

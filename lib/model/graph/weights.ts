@@ -27,6 +27,7 @@ import type { ModelDir } from "../model_dir.ts";
 import { linearPath, qwen3Weights } from "../model_dir.ts";
 import {
   checkSharedWeights,
+  headNormsName,
   type SharedTensor,
   type SharedWeights,
   stackedWeightName,
@@ -43,6 +44,8 @@ export interface GraphWeights {
   float32(name: string): Value;
   /** The `[Σout, in]` stack of a layer's Linears that read the same input (one Linear: its weight). */
   linears(layer: number, group: readonly QwenLinear[]): Value;
+  /** A layer's `[nH + nKV, D]` float32 head-norm weights, q's per query head then k's (`headNormsName`). */
+  headNorms(layer: number): Value;
   /** The folder every external `location` is relative to (a session option). */
   folder: string;
   /** Shared mode: the shared tensors this graph declared (the session must be given each of them). */
@@ -114,6 +117,12 @@ function foldedGraphWeights(
       const members = group.map((linear) => get(`${linearPath(layer, linear)}.weight`));
       return members.length === 1 ? members[0] : OPS.Concat.emit(g, members, 0); // [Σout, in], folded
     },
+    headNorms(layer) {
+      const { num_attention_heads: nH, num_key_value_heads: nKV, head_dim: D } = model.config;
+      const repeated = (which: string, heads: number) =>
+        OPS.Expand.emit(g, get(`model.layers.${layer}.self_attn.${which}.weight`), [heads, D]); // [heads, D]
+      return OPS.Concat.emit(g, [repeated("q_norm", nH), repeated("k_norm", nKV)], 0); // [nH+nKV, D], folded
+    },
   };
 }
 
@@ -145,6 +154,7 @@ function sharedGraphWeights(
     get,
     float32: get,
     linears: (layer, group) => get(stackedWeightName(layer, group)),
+    headNorms: (layer) => get(headNormsName(layer)),
   };
 }
 
