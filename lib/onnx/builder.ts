@@ -254,6 +254,23 @@ export class GraphBuilder {
     return new GraphBuilder(this.shared.fresh([...this.prefix, name].join("/")), this);
   }
 
+  /**
+   * Sets input `index` of `node` (absent or null so far) to `value`, which this graph computes before the
+   * node (the emission order stays topological). For the reverse walk, which folds a sum into a Gemm's C.
+   */
+  setInput(node: NodeRecord, index: number, value: Value): void {
+    const at = this.nodes.indexOf(node);
+    const source = this.produced.get(value.name);
+    if (at < 0 || (source && this.nodes.indexOf(source) > at) || (node.inputs[index] ?? null) !== null) {
+      throw new Error(
+        `setInput: ${value.name} cannot become input ${index} of node ${node.name} of ${this.name}`,
+      );
+    }
+    const inputs = node.inputs as (Value | null)[];
+    while (inputs.length < index) inputs.push(null);
+    inputs[index] = value;
+  }
+
   /** The node that computes `value` in this graph, if any. */
   producer(value: Value): NodeRecord | undefined {
     return this.produced.get(value.name);
