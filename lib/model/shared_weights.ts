@@ -47,7 +47,7 @@ export function stackedWeightName(layer: number, group: readonly QwenLinear[]): 
 }
 
 /**
- * Name of the `[nH + nKV, D]` head-norm weight of a layer: q_norm's weight once per query head, then
+ * Name of the `[nH + nKV, 1, D]` head-norm weight of a layer: q_norm's weight once per query head, then
  * k_norm's once per key/value head (the train graph normalizes q and k in one kernel; decoder.ts).
  */
 export function headNormsName(layer: number): string {
@@ -75,7 +75,7 @@ export function sharedLayout(cfg: Qwen3Config): { tensors: SharedTensor[]; bytes
       Array(heads).fill(`model.layers.${layer}.self_attn.${which}.weight`);
     specs.push({
       name: headNormsName(layer),
-      dims: [cfg.num_attention_heads + cfg.num_key_value_heads, cfg.head_dim],
+      dims: [cfg.num_attention_heads + cfg.num_key_value_heads, 1, cfg.head_dim],
       sources: [...norm("q_norm", cfg.num_attention_heads), ...norm("k_norm", cfg.num_key_value_heads)],
     });
   }

@@ -31,8 +31,9 @@ const MASKED = -1e9;
 /**
  * The causal attention of the train graph, fed q and k side by side (decoder.ts `PackedAttention`). `bt`
  * is the int64 `[2]` shape (B, T) of the token ids, `positions` int64 `[B, T]`, `cos` / `sin` the
- * `[P, D/2]` RoPE tables (in the compute dtype). q and k take one reshape, one transpose and one
- * RotaryEmbedding kernel (its 4-D form `[B, heads, T, D]`) together, and a Split after.
+ * `[P, D/2]` RoPE tables (in the compute dtype). q, k and v are laid out by head with one reshape and one
+ * transpose, split in two, and q and k normed (the decoder's `norm`) and turned by one RotaryEmbedding
+ * kernel (its 4-D form `[B, heads, T, D]`) together, then split.
  *
  * Grouped-query attention without repeating keys and values: the rep = nH / nKV query heads that share
  * a key/value head are stacked along the query axis (`[B, nKV, rep·T, D]`, a free reshape since those
@@ -53,16 +54,14 @@ export function causalAttention(
   const qt = rep === 1 ? "T" : "QT"; // symbol of the stacked query axis
   const bias = rep === 1 ? causal : shaped(Concat.emit(g, Array(rep).fill(causal), 0), [qt, "T"]); // [rep·T, T]
   const target = Concat.emit(g, [bt, g.ints([-1, D])], 0); // [4]: B, T, -1, D
-  /** `[N, n, D]` or `[N, n·D]` → `[B, n, T, D]`. */
-  const byHead = (x: Value, n: number) => {
-    const split = shaped(Reshape.emit(g, x, target), ["B", "T", n, D]); // [B, T, n, D]
-    return Transpose.emit(g, split, [0, 2, 1, 3]); // [B, n, T, D]
-  };
-  const packed = (_layer: number, qk: Value, v: Value) => {
-    const turned = RotaryEmbedding.emit(g, byHead(qk, nH + nKV), positions, cos, sin); // [B, nH+nKV, T, D]
+  const packed = (_layer: number, qkv: Value, norm: (qk: Value) => Value) => {
+    const byToken = shaped(Reshape.emit(g, qkv, target), ["B", "T", nH + 2 * nKV, D]); // [B, T, nH+2nKV, D]
+    const heads = Transpose.emit(g, byToken, [0, 2, 1, 3]); // [B, nH+2nKV, T, D]
+    const [qk, v] = Split.emit(g, heads, [nH + nKV, nKV], 1); // [B, nH+nKV, T, D], [B, nKV, T, D]
+    const turned = RotaryEmbedding.emit(g, norm(qk), positions, cos, sin); // [B, nH+nKV, T, D]
     const [q, k] = Split.emit(g, turned, [nH, nKV], 1); // [B, nH, T, D], [B, nKV, T, D]
     const stacked = shaped(Reshape.emit(g, q, [0, nKV, -1, D]), ["B", nKV, qt, D]); // [B, nKV, rep·T, D]
-    const out = attention(g, stacked, k, byHead(v, nKV), D, { bias }); // [B, nKV, rep·T, D]
+    const out = attention(g, stacked, k, v, D, { bias }); // [B, nKV, rep·T, D]
     const perHead = shaped(Reshape.emit(g, out, [0, nH, -1, D]), ["B", nH, "T", D]); // [B, nH, T, D]
     const rows = Transpose.emit(g, perHead, [0, 2, 1, 3]); // [B, T, nH, D]
     return shaped(Reshape.emit(g, rows, [-1, nH * D]), ["N", nH * D]); // [N, nH*D]

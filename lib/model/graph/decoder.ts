@@ -50,13 +50,13 @@ const {
 export type AttentionFn = (layer: number, q: Value, k: Value, v: Value) => Value;
 
 /**
- * Attention fed q and k side by side, each head normed: qk `[N, nH + nKV, D]` (q's heads first, no RoPE
- * yet), v `[N, nKV*D]` → `[N, nH*D]`. The decoder then splits the q/k/v Gemm's output in two, and both
- * head norms are one norm kernel and one Mul by their weights (the train graph's form: one norm, one RoPE
- * and one chain of reshapes instead of two, in the forward and in the backward).
+ * Attention fed the q/k/v Gemm's whole output, `qkv` `[N, (nH + 2·nKV)·D]` (no RoPE yet), and `norm`, the
+ * head norms of q and k together: `[B, nH + nKV, T, D]` (q's heads first) → the same, normed. The
+ * attention lays the heads out once for all three (train/attention.ts); both head norms are then one norm
+ * kernel and one Mul by their weights, in the forward and in the backward. → `[N, nH*D]`.
  */
 export interface PackedAttention {
-  packed: (layer: number, qk: Value, v: Value) => Value;
+  packed: (layer: number, qkv: Value, norm: (qk: Value) => Value) => Value;
 }
 
 /** What the decoder needs. */
@@ -190,11 +190,11 @@ function decoderLayer(
     if (QWEN3_LINEAR_GROUPS[qkv].some((linear) => parts.lora.pair(layer, linear))) {
       throw new Error("decoder: packed attention takes LoRA in the groups layout, not per Linear");
     }
-    const members = [{ out: (nH + nKV) * D, lora: undefined }, { out: nKV * D, lora: undefined }];
+    const members = [{ out: (nH + 2 * nKV) * D, lora: undefined }];
     const stacked = weights.linears(layer, QWEN3_LINEAR_GROUPS[qkv]);
-    const [qkp, v] = linearsWithLora(g, n, stacked, members, parts.lora.group(layer, qkv)); // [N, (nH+nKV)*D], [N, nKV*D]
-    const qk = packedHeadNorm(g, qkp, weights.headNorms(layer), nH + nKV, D, eps, form); // [N, nH+nKV, D]
-    attn = g.scope("attn", () => attention.packed(layer, qk, v));
+    const [all] = linearsWithLora(g, n, stacked, members, parts.lora.group(layer, qkv)); // [N, (nH+2nKV)*D]
+    const norm = (qk: Value) => packedHeadNorm(g, qk, weights.headNorms(layer), eps, form); // [B, nH+nKV, T, D]
+    attn = g.scope("attn", () => attention.packed(layer, all, norm));
   }
 
   const post = { sum: x, delta: projs(attn, o)[0] }; // h = x + o(attn)
@@ -218,25 +218,18 @@ function headNorm(
 }
 
 /**
- * q and k normed per head in one kernel: `[N, (nH+nKV)*D]` → `[N, nH+nKV, D]`, the norm with unit weight
- * and then a Mul by each head's weight (`weights` `[nH+nKV, D]`, float32: `GraphWeights.headNorms`). In
- * the float32 form the norm and the Mul run in float32.
+ * q and k normed per head in one kernel: `x` `[B, nH+nKV, T, D]`, the norm with unit weight and then a
+ * Mul by each head's weight (`weights` `[nH+nKV, 1, D]`, float32: `GraphWeights.headNorms`). In the
+ * float32 form the norm and the Mul run in float32.
  */
-function packedHeadNorm(
-  g: GraphBuilder,
-  x: Value,
-  weights: Value,
-  heads: number,
-  D: number,
-  eps: number,
-  how: NormHow,
-): Value {
-  const perHead = Reshape.emit(g, x, [0, heads, D]); // [N, heads, D]
+function packedHeadNorm(g: GraphBuilder, x: Value, weights: Value, eps: number, how: NormHow): Value {
   const dtype = (how.form === "float32" ? "float32" : x.dtype) as ComputeDtype;
-  const weight = toDtype(g, weights, dtype); // [heads, D]
-  const wide = toDtype(g, perHead, dtype);
+  const weight = toDtype(g, weights, dtype); // [nH+nKV, 1, D]
+  const D = x.shape?.at(-1);
+  if (typeof D !== "number") throw new Error("decoder: the head dim of the packed head norm is not tracked");
+  const wide = toDtype(g, x, dtype);
   const normed = SimplifiedLayerNormalization.emit(g, wide, unitNormWeight(g, D, dtype), eps, how.stats);
-  return toDtype(g, Mul.emit(g, normed, weight), x.dtype as ComputeDtype); // [N, nH+nKV, D]
+  return toDtype(g, Mul.emit(g, normed, weight), x.dtype as ComputeDtype); // x's shape
 }
 
 /** One Linear of a group: its output size (rows of the stacked weight) and adapter. */

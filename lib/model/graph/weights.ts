@@ -44,7 +44,10 @@ export interface GraphWeights {
   float32(name: string): Value;
   /** The `[Σout, in]` stack of a layer's Linears that read the same input (one Linear: its weight). */
   linears(layer: number, group: readonly QwenLinear[]): Value;
-  /** A layer's `[nH + nKV, D]` float32 head-norm weights, q's per query head then k's (`headNormsName`). */
+  /**
+   * A layer's `[nH + nKV, 1, D]` float32 head-norm weights, q's per query head then k's (`headNormsName`),
+   * to scale `[B, heads, T, D]` activations.
+   */
   headNorms(layer: number): Value;
   /** The folder every external `location` is relative to (a session option). */
   folder: string;
@@ -120,8 +123,8 @@ function foldedGraphWeights(
     headNorms(layer) {
       const { num_attention_heads: nH, num_key_value_heads: nKV, head_dim: D } = model.config;
       const repeated = (which: string, heads: number) =>
-        OPS.Expand.emit(g, get(`model.layers.${layer}.self_attn.${which}.weight`), [heads, D]); // [heads, D]
-      return OPS.Concat.emit(g, [repeated("q_norm", nH), repeated("k_norm", nKV)], 0); // [nH+nKV, D], folded
+        OPS.Expand.emit(g, get(`model.layers.${layer}.self_attn.${which}.weight`), [heads, 1, D]); // [heads, 1, D]
+      return OPS.Concat.emit(g, [repeated("q_norm", nH), repeated("k_norm", nKV)], 0); // [nH+nKV, 1, D], folded
     },
   };
 }
