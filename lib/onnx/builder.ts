@@ -125,6 +125,7 @@ export class GraphBuilder {
   private readonly inputs: TensorInfo[] = [];
   private readonly outputs: TensorInfo[] = [];
   private readonly produced = new Map<string, NodeRecord>();
+  private readonly reshapeTargets = new Map<string, Value>();
   private prefix: string[] = [];
 
   constructor(name: string, parent?: GraphBuilder) {
@@ -269,6 +270,20 @@ export class GraphBuilder {
     const inputs = node.inputs as (Value | null)[];
     while (inputs.length < index) inputs.push(null);
     inputs[index] = value;
+  }
+
+  /**
+   * Records that the int64 vector `target` (a Reshape target: -1 allowed) reshapes any tensor of `value`'s
+   * size to `value`'s shape, so that a gradient rule can reshape to it without reading `value`'s shape
+   * at run time (a Shape kernel).
+   */
+  noteReshapeTarget(value: Value, target: Value): void {
+    this.reshapeTargets.set(value.name, target);
+  }
+
+  /** The target `noteReshapeTarget` recorded for `value`, if any. */
+  reshapeTargetOf(value: Value): Value | undefined {
+    return this.reshapeTargets.get(value.name);
   }
 
   /** The node that computes `value` in this graph, if any. */

@@ -27,12 +27,13 @@ import { intsOf, numbersOf, type Shape } from "./shape.ts";
 
 /**
  * Reshape: `dy` reshaped back to the input's shape, by a constant target where the tracked shapes
- * allow one (no `Shape` kernel at run time), else by the input's shape read at run time.
+ * allow one (no `Shape` kernel at run time), else by one the forward recorded for the input
+ * (`GraphBuilder.noteReshapeTarget`), else by the input's shape read at run time.
  */
 function reshapeGrad(ctx: GradContext): (Value | null)[] {
   const x = ctx.node.inputs[0] as Value;
   const dy = outGrad(ctx);
-  const target = staticReshapeTarget(x.shape, dy.shape) ?? shapeValue(ctx.g, x);
+  const target = staticReshapeTarget(x.shape, dy.shape) ?? ctx.g.reshapeTargetOf(x) ?? shapeValue(ctx.g, x);
   const dx = gradOps(ctx.g).Reshape(dy, target);
   return [x.shape && !dx.shape ? { ...dx, shape: x.shape } : dx, null]; // x's shape, where -1 hid it
 }

@@ -64,6 +64,7 @@ export function causalAttention(
     const out = attention(g, stacked, k, v, D, { bias }); // [B, nKV, rep·T, D]
     const perHead = shaped(Reshape.emit(g, out, [0, nH, -1, D]), ["B", nH, "T", D]); // [B, nH, T, D]
     const rows = Transpose.emit(g, perHead, [0, 2, 1, 3]); // [B, T, nH, D]
+    g.noteReshapeTarget(rows, target); // [B, T, -1, D]: the gradient's way back, no Shape kernel
     return shaped(Reshape.emit(g, rows, [-1, nH * D]), ["N", nH * D]); // [N, nH*D]
   };
   return { packed };

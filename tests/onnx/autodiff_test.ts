@@ -230,3 +230,22 @@ Deno.test("a Gemm Linear with a LoRA branch: dX = dY·W + dU·A is one Gemm (no 
     "one Gemm adds the other part",
   );
 });
+
+Deno.test("SiLU x·Sigmoid(x) is differentiated as one function (four kernels), also where σ reaches the loss another way", async () => {
+  const silu = (g: GraphBuilder, v: Record<string, Value>) => {
+    const o = bindOps(g);
+    return o.Mul(v.x, o.Sigmoid(v.x)); // [2, 5]
+  };
+  await checkGrad({ x: rand([2, 5], 21, 3) }, silu);
+  await checkGrad({ x: rand([2, 5], 22, 3) }, (g, v) => {
+    const o = bindOps(g);
+    const sigma = o.Sigmoid(v.x);
+    return o.Add(o.Mul(v.x, sigma), o.Mul(sigma, 3)); // σ also reaches the loss through its own product
+  });
+  const g = new GraphBuilder("silu");
+  const x = g.input("x", "float64", [2, 5]);
+  const y = silu(g, { x });
+  const forward = g.nodes.length;
+  backward(g, [{ value: y, grad: g.input("seed", "float64", [2, 5]) }], [x]);
+  assert.deepEqual(g.nodes.slice(forward).map((n) => n.opType), ["Mul", "Sub", "Add", "Mul"]);
+});
