@@ -6,8 +6,10 @@
  * small batches a step's time is its kernel count (issue 29).
  *
  * The bounds are what the graphs run today, with a little room, so that a change that adds kernels fails
- * here; issue 29's targets (600 and 3,000) are not reached yet (docs/ENGINE_FACTS.md, "Kernels per run").
- * Before the diet: 1,966 kernels per decode step and 6,998 per train run on the CPU provider.
+ * here (docs/ENGINE_FACTS.md, "Kernels per run"). Issue 29's targets are 600 and 3,000: the train run
+ * meets its target on the CPU provider; on WebGPU it does not yet (the norms recompute their statistics,
+ * and float16 adds Casts around the float32 norms and softmax). Before the diet: 1,966 kernels per
+ * decode step and 6,998 per train run on the CPU provider, 8,691 per train run on WebGPU float16.
  */
 
 import assert from "node:assert/strict";
@@ -25,8 +27,10 @@ import { webgpuTest } from "../helpers/webgpu.ts";
 
 /** Kernels one decode step may run (today: 868 on the CPU provider, 870 / 872 on WebGPU float32 / float16). */
 const DECODE_STEP_KERNELS = 900;
-/** Kernels one train micro-batch run may run (today: 5,806 on the CPU provider). */
-const TRAIN_RUN_KERNELS = 6_000;
+/** Kernels one train micro-batch run may run on the CPU provider (today: 2,980; issue 29's target). */
+const TRAIN_RUN_KERNELS = 3_000;
+/** The same on WebGPU (today: 3,443 in float32, 3,947 in float16, on lavapipe). */
+const WEBGPU_TRAIN_RUN_KERNELS: Record<ComputeDtype, number> = { float32: 3_500, float16: 4_000 };
 
 const SPEC: LoraSpec = { r: 2, alpha: 4, rslora: false, targets: ["q", "k", "v", "o", "gate", "up", "down"] };
 const DEEP = { layers: 28, vocab: 512, tokenizer: false, seed: 11 };
@@ -102,6 +106,17 @@ webgpuTest(
     for (const compute of ["float32", "float16"] as const) {
       const decode = await decodeStepKernels("webgpu", compute);
       assert.ok(decode <= DECODE_STEP_KERNELS, `${compute}: a decode step ran ${decode} kernels`);
+    }
+  },
+);
+
+webgpuTest(
+  "a train run of a 28-layer model stays within its kernel count on WebGPU (float32, float16)",
+  async () => {
+    for (const compute of ["float32", "float16"] as const) {
+      const train = await trainRunKernels("webgpu", compute);
+      const most = WEBGPU_TRAIN_RUN_KERNELS[compute];
+      assert.ok(train <= most, `${compute}: a train run ran ${train} kernels (at most ${most})`);
     }
   },
 );

@@ -2,9 +2,9 @@
  * LoRA tensors as graph inputs, so one graph serves every adapter of the same rank and targets, and
  * switching adapters is a new feed. Two layouts:
  *
- * - **pairs** (the train graph): each Linear's A and B named by their PEFT keys, plus a `lora_scale`
- *   scalar input; the gradients come back under the same keys.
- * - **groups** (the inference graph): per layer and group of Linears that read one input (q/k/v,
+ * - **pairs**: each Linear's A and B named by their PEFT keys, plus a `lora_scale` scalar input; the
+ *   gradients come back under the same keys. (No graph of the toolkit uses it since issue 29.)
+ * - **groups** (the inference and train graphs; lib/train/lora_groups.ts): per layer and group of Linears that read one input (q/k/v,
  *   o, gate/up, down; model_dir.ts), one A `[Σr, in]` (the members' A stacked) and one B `[Σout, Σr]`
  *   (block diagonal, the scale folded in; zero rows for a member without an adapter), so a group's
  *   adapter is two Gemms whatever its members (`groupedLora` builds them from an adapter's pairs), fed
