@@ -3,8 +3,9 @@
  * RMSNorm per head) → attention → o_proj residual, RMSNorm → SwiGLU MLP residual, then the final norm.
  * RMSNorm is the fused op (lib/onnx/ops_norm.ts), with the residual add before it fused in.
  * Attention is a parameter: the inference graph plugs in GroupQueryAttention with a KV cache, the
- * train graph an attention made of primitive ops (so that every step has a gradient rule). RoPE
- * belongs to the attention (GroupQueryAttention applies it inside).
+ * train graph an attention made of primitive ops (so that every step has a gradient rule), fed q, k and v
+ * in one tensor with q's and k's head norms as one (`PackedAttention`). RoPE belongs to the attention
+ * (GroupQueryAttention applies it inside).
  *
  * Activations are kept 2-D, one row per token, so every Linear is one Gemm with `transB` against
  * the `[out, in]` checkpoint matrix (no transposed copy of a weight, and `dX = dY · W` needs none).
@@ -179,28 +180,44 @@ function decoderLayer(
   const [qkv, o, gateUp, down] = [0, 1, 2, 3]; // QWEN3_LINEAR_GROUPS: q/k/v, o, gate/up, down
 
   const { normed: n, sum: x } = addAndNorm(g, stream, w("input_layernorm"), eps, form); // [N, H] each
-  let attn: Value; // [N, nH*D]
   const attention = parts.attention;
+  let attn: Value; // [N, nH*D]
   if (typeof attention === "function") {
     const [qp, kp, v] = projs(n, qkv); // [N, nH*D], [N, nKV*D], [N, nKV*D]
     const q = headNorm(g, qp, w("self_attn.q_norm"), nH, D, eps, form); // [N, nH*D]
     const k = headNorm(g, kp, w("self_attn.k_norm"), nKV, D, eps, form); // [N, nKV*D]
     attn = g.scope("attn", () => attention(layer, q, k, v));
   } else {
-    if (QWEN3_LINEAR_GROUPS[qkv].some((linear) => parts.lora.pair(layer, linear))) {
-      throw new Error("decoder: packed attention takes LoRA in the groups layout, not per Linear");
-    }
-    const members = [{ out: (nH + 2 * nKV) * D, lora: undefined }];
-    const stacked = weights.linears(layer, QWEN3_LINEAR_GROUPS[qkv]);
-    const [all] = linearsWithLora(g, n, stacked, members, parts.lora.group(layer, qkv)); // [N, (nH+2nKV)*D]
-    const norm = (qk: Value) => packedHeadNorm(g, qk, weights.headNorms(layer), eps, form); // [B, nH+nKV, T, D]
-    attn = g.scope("attn", () => attention.packed(layer, all, norm));
+    attn = packedSelfAttention(g, n, layer, parts, attention, form);
   }
 
   const post = { sum: x, delta: projs(attn, o)[0] }; // h = x + o(attn)
   const { normed: m, sum: h } = addAndNorm(g, post, w("post_attention_layernorm"), eps, form); // [N, H] each
   const [gate, up] = projs(m, gateUp); // [N, I] each
   return { sum: h, delta: projs(swiglu(g, gate, up), down)[0] }; // h + down(…), added by the next norm
+}
+
+/** A layer's attention in the packed form (`PackedAttention`): normed input `n` `[N, H]` → `[N, nH*D]`. */
+function packedSelfAttention(
+  g: GraphBuilder,
+  n: Value,
+  layer: number,
+  parts: DecoderParts,
+  attention: PackedAttention,
+  form: NormHow,
+): Value {
+  const { cfg, weights, lora } = parts;
+  const group = QWEN3_LINEAR_GROUPS[0]; // q/k/v
+  if (group.some((linear) => lora.pair(layer, linear))) {
+    throw new Error("decoder: packed attention takes LoRA in the groups layout, not per Linear");
+  }
+  const members = [{
+    out: (cfg.num_attention_heads + 2 * cfg.num_key_value_heads) * cfg.head_dim,
+    lora: undefined,
+  }];
+  const [qkv] = linearsWithLora(g, n, weights.linears(layer, group), members, lora.group(layer, 0)); // [N, (nH+2nKV)*D]
+  const norm = (qk: Value) => packedHeadNorm(g, qk, weights.headNorms(layer), cfg.rms_norm_eps, form); // qk's shape
+  return g.scope("attn", () => attention.packed(layer, qkv, norm));
 }
 
 /** RMSNorm over each head's D features: `[N, heads*D]` → `[N, heads*D]`. */
