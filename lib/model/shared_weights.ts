@@ -23,7 +23,7 @@ import { linearPath, linearShape, type ModelDir, QWEN3_LINEAR_GROUPS, qwen3Weigh
 
 /** One float32 tensor inside the shared buffer. */
 export interface SharedTensor {
-  /** Graph initializer name: the checkpoint name, or `stackedWeightName` for a Linear group. */
+  /** Graph initializer name: the checkpoint name, `stackedWeightName` for a Linear group, or `headNormsName`. */
   name: string;
   dims: number[];
   /** Byte offset in the buffer (64-byte aligned). */
@@ -44,6 +44,14 @@ export interface SharedWeights {
 export function stackedWeightName(layer: number, group: readonly QwenLinear[]): string {
   if (group.length === 1) return `${linearPath(layer, group[0])}.weight`;
   return `${linearPath(layer, group[0])}+${group.slice(1).join("+")}.weight`;
+}
+
+/**
+ * Name of the `[nH + nKV, 1, D]` head-norm weight of a layer: q_norm's weight once per query head, then
+ * k_norm's once per key/value head (the train graph normalizes q and k in one kernel; decoder.ts).
+ */
+export function headNormsName(layer: number): string {
+  return `model.layers.${layer}.self_attn.q_norm+k_norm.weight`;
 }
 
 const ALIGN = 64;
@@ -69,6 +77,13 @@ function linearStackSpecs(cfg: Qwen3Config): Omit<SharedTensor, "offset">[] {
         sources: group.map((linear) => `${linearPath(layer, linear)}.weight`),
       });
     }
+    const norm = (which: string, heads: number) =>
+      Array(heads).fill(`model.layers.${layer}.self_attn.${which}.weight`);
+    specs.push({
+      name: headNormsName(layer),
+      dims: [cfg.num_attention_heads + cfg.num_key_value_heads, 1, cfg.head_dim],
+      sources: [...norm("q_norm", cfg.num_attention_heads), ...norm("k_norm", cfg.num_key_value_heads)],
+    });
   }
   return specs;
 }

@@ -23,6 +23,8 @@ import type { GraphData } from "./proto.ts";
 /** Options of `backward`. */
 export interface BackwardOptions {
   sum?: "Sum" | "Add";
+  /** Rules may read fused norms' statistics outputs (`GradContext.readsNormStats`; default false). */
+  readsNormStats?: boolean;
 }
 
 /** A seed: `grad` is dLoss/d`value` (e.g. ones for the loss itself), with `value`'s shape. */
@@ -48,7 +50,7 @@ export function backward(
 ): (Value | null)[] {
   const forward = g.nodes.slice(); // the walk must not see the nodes it adds
   const live = dependents(forward, wrt);
-  const acc = new Accumulator(g, options.sum ?? "Sum");
+  const acc = new Accumulator(g, options.sum ?? "Sum", forward.length);
   for (const seed of seeds) if (live.has(seed.value.name)) acc.add(seed.value, seed.grad);
   for (let k = forward.length - 1; k >= 0; k--) {
     const node = forward[k];
@@ -58,7 +60,10 @@ export function backward(
     const wants = node.inputs.map((v, i) => v !== null && !entry?.nondiff?.includes(i) && live.has(v.name));
     if (!wants.some((w) => w) && !capturesLive(node, live)) continue;
     const rule = ruleOf(node, entry);
-    const dx = g.scope(`${node.name}.grad`, () => rule({ g, node, grads, wants }));
+    const dx = g.scope(
+      `${node.name}.grad`,
+      () => rule({ g, node, grads, wants, readsNormStats: options.readsNormStats }),
+    );
     node.inputs.forEach((v, i) => {
       if (v && wants[i] && dx[i]) acc.add(v, dx[i]!);
     });
@@ -113,12 +118,21 @@ function ruleOf(node: NodeRecord, entry: OpDef | undefined): GradRule {
   );
 }
 
-/** Gradient contributions per value, summed once (one Sum node, or a chain of Adds) when first read. */
+/**
+ * Gradient contributions per value, summed once (one Sum node, or a chain of Adds) when first read. Two
+ * contributions of which one is a Gemm this walk emitted (a Linear's `dX = dY · W`) are added by that
+ * Gemm itself, the other one as its C input: `dY · W + dU · A` of a LoRA Linear is one kernel, not three.
+ */
 class Accumulator {
   private readonly parts = new Map<string, Value[]>();
   private readonly totals = new Map<string, Value>();
 
-  constructor(private readonly g: GraphBuilder, private readonly sum: "Sum" | "Add") {}
+  /** `walkStart`: the index of the first node the walk emits (nodes before it are the forward's). */
+  constructor(
+    private readonly g: GraphBuilder,
+    private readonly sum: "Sum" | "Add",
+    private readonly walkStart: number,
+  ) {}
 
   add(v: Value, grad: Value): void {
     if (this.totals.has(v.name)) throw new Error(`autodiff: gradient of ${v.name} added after it was read`);
@@ -138,7 +152,46 @@ class Accumulator {
   }
 
   #add(list: readonly Value[]): Value {
+    const folded = list.length === 2
+      ? this.#intoGemm(list[0], list[1]) ?? this.#intoGemm(list[1], list[0])
+      : null;
+    if (folded) return folded;
     if (this.sum === "Sum") return OPS.Sum.emit(this.g, ...list);
     return list.slice(1).reduce((total, part) => OPS.Add.emit(this.g, total, part), list[0]);
   }
+
+  /**
+   * `part + other` as `part`'s Gemm with `other` as its C input, where `part` comes from a Gemm this walk
+   * emitted without C (beta 1), computed after `other`, of the same shape, and read by nothing else (it
+   * then holds the sum); null otherwise.
+   */
+  #intoGemm(part: Value, other: Value): Value | null {
+    const { g } = this;
+    const gemm = g.producer(part);
+    if (!gemm || gemm.opType !== "Gemm" || gemm.domain !== "" || (gemm.inputs[2] ?? null) !== null) {
+      return null;
+    }
+    const beta = gemm.attrs.beta;
+    if (beta && !(beta.type === "float" && beta.value === 1)) return null;
+    const at = g.nodes.indexOf(gemm);
+    const source = g.producer(other);
+    if (at < this.walkStart || (source && g.nodes.indexOf(source) > at)) return null;
+    if (!part.shape || !other.shape || !sameDims(part.shape, other.shape)) return null;
+    if (this.#readElsewhere(part)) return null;
+    g.setInput(gemm, 2, other);
+    return part;
+  }
+
+  /** Whether `v` is read by a node, held as a total, or listed as a contribution more than once. */
+  #readElsewhere(v: Value): boolean {
+    if (this.g.nodes.some((n) => n.inputs.some((x) => x?.name === v.name))) return true;
+    if ([...this.totals.values()].some((t) => t.name === v.name)) return true;
+    let listed = 0;
+    for (const list of this.parts.values()) listed += list.filter((x) => x.name === v.name).length;
+    return listed > 1;
+  }
+}
+
+function sameDims(a: readonly (number | string)[], b: readonly (number | string)[]): boolean {
+  return a.length === b.length && a.every((d, i) => d === b[i]);
 }

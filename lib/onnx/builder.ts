@@ -125,6 +125,7 @@ export class GraphBuilder {
   private readonly inputs: TensorInfo[] = [];
   private readonly outputs: TensorInfo[] = [];
   private readonly produced = new Map<string, NodeRecord>();
+  private readonly reshapeTargets = new Map<string, Value>();
   private prefix: string[] = [];
 
   constructor(name: string, parent?: GraphBuilder) {
@@ -252,6 +253,37 @@ export class GraphBuilder {
   /** A sub-builder for a Loop or If body; it can use any value of this graph by reference. */
   subgraph(name: string): GraphBuilder {
     return new GraphBuilder(this.shared.fresh([...this.prefix, name].join("/")), this);
+  }
+
+  /**
+   * Sets input `index` of `node` (absent or null so far) to `value`, which this graph computes before the
+   * node (the emission order stays topological). For the reverse walk, which folds a sum into a Gemm's C.
+   */
+  setInput(node: NodeRecord, index: number, value: Value): void {
+    const at = this.nodes.indexOf(node);
+    const source = this.produced.get(value.name);
+    if (at < 0 || (source && this.nodes.indexOf(source) > at) || (node.inputs[index] ?? null) !== null) {
+      throw new Error(
+        `setInput: ${value.name} cannot become input ${index} of node ${node.name} of ${this.name}`,
+      );
+    }
+    const inputs = node.inputs as (Value | null)[];
+    while (inputs.length < index) inputs.push(null);
+    inputs[index] = value;
+  }
+
+  /**
+   * Records that the int64 vector `target` (a Reshape target: -1 allowed) reshapes any tensor of `value`'s
+   * size to `value`'s shape, so that a gradient rule can reshape to it without reading `value`'s shape
+   * at run time (a Shape kernel).
+   */
+  noteReshapeTarget(value: Value, target: Value): void {
+    this.reshapeTargets.set(value.name, target);
+  }
+
+  /** The target `noteReshapeTarget` recorded for `value`, if any. */
+  reshapeTargetOf(value: Value): Value | undefined {
+    return this.reshapeTargets.get(value.name);
   }
 
   /** The node that computes `value` in this graph, if any. */

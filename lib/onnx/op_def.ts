@@ -25,6 +25,11 @@ export interface GradContext {
   readonly grads: readonly (Value | null)[];
   /** Whether input i needs a gradient (frozen weights, indices and shapes do not): skip the work. */
   readonly wants: readonly boolean[];
+  /**
+   * Whether rules may read the optional statistics outputs of fused norms (`inv_std_var`): the CPU
+   * provider writes them, WebGPU's kernels do not (`BackwardOptions.readsNormStats`).
+   */
+  readonly readsNormStats?: boolean;
 }
 
 /**

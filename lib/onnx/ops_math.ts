@@ -112,6 +112,24 @@ function mulGrad({ g, a, b, dy, wants, sum }: BinaryArgs): Pair {
   return [wants[0] ? sum(o.Mul(dy, b), 0) : null, wants[1] ? sum(o.Mul(dy, a), 1) : null];
 }
 
+const BINARY_MUL = binary(mulGrad).grad!;
+
+/**
+ * Mul, where it is SiLU `s = x · Sigmoid(x)` (compose.ts `silu`): x's whole gradient here, as one
+ * function's, `dy · (σ + s − s·σ)` (four kernels; the Mul's and the Sigmoid's rules would take six: two
+ * products, σ(1 − σ), another product and the sum of the two paths). The Sigmoid gets nothing from this
+ * Mul, so its rule runs only where σ reaches the loss another way too. Any other product: `mulGrad`.
+ */
+function mulOrSiluGrad(ctx: GradContext): (Value | null)[] {
+  const [x, sigma] = ctx.node.inputs as Value[];
+  const source = ctx.g.producer(sigma);
+  const silu = source?.opType === "Sigmoid" && source.domain === "" && source.inputs[0]?.name === x.name;
+  if (!silu || !ctx.wants[0] || x.name === sigma.name) return BINARY_MUL(ctx);
+  const o = gradOps(ctx.g);
+  const s = ctx.node.outputs[0];
+  return [o.Mul(outGrad(ctx), o.Add(o.Sub(s, o.Mul(s, sigma)), sigma)), null]; // x's shape
+}
+
 /** Div: `dy / b`, `-dy · y / b` (negated after summing, on the smaller tensor). */
 function divGrad({ g, b, y, dy, wants, sum }: BinaryArgs): Pair {
   const o = gradOps(g);
@@ -153,7 +171,7 @@ export const ELEMENTWISE_OPS = pairRules(ELEMENTWISE_EMITTERS, {
     wants[0] ? sum(dy, 0) : null,
     wants[1] ? gradOps(g).Neg(sum(dy, 1)) : null, // negated after summing: the smaller tensor
   ]),
-  Mul: binary(mulGrad),
+  Mul: { grad: mulOrSiluGrad },
   Div: binary(divGrad),
   Pow: binary(powGrad),
   /** Integer-only (see the emitter): no gradient. */

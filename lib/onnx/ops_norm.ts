@@ -9,12 +9,15 @@
  *
  *   y = x · inv · w,  inv = (mean(x², last axis) + eps)^(-1/2)           x [..., E], w [E], inv [..., 1]
  *
- * Gradient (x̂ = x · inv, g = dy · w; inv computed again, as the WebGPU kernels do not return it):
+ * Gradient (x̂ = x · inv, g = dy · w; g · x̂ = dy · y, so the forward output stands in for x̂):
  *
- *   dx = inv · (g − x̂ · mean(g · x̂))        dw = Σ over the leading axes of dy · x̂
+ *   dx = inv · (g − x · inv · mean(dy · y))        dw = Σ over the leading axes of dy · x̂
  *
- * computed in float32 and cast back to x's dtype. The skip form adds `s = input + skip` first and returns
- * s as a fourth output (the residual stream); its rule adds s's own gradient and gives the sum to both.
+ * computed in float32 and cast back to x's dtype: seven kernels where inv is read from the forward
+ * node's `inv_std_var` output (the CPU provider writes it: `GradContext.readsNormStats`), four more
+ * where it is computed again from x (the WebGPU kernels do not write it). The skip form adds
+ * `s = input + skip` first and returns s as a fourth output (the residual stream); its rule adds s's own
+ * gradient and gives the sum to both.
  *
  * @module
  */
@@ -25,17 +28,42 @@ import { floatAttr, gradError, gradOps, outGrad, sumToShape } from "./grad_util.
 import { check, def, type GradContext } from "./op_def.ts";
 import { MS_DOMAIN } from "./ops_contrib.ts";
 
-/** RMSNorm of x over its last axis with weight `[E]` (x's dtype): y, x's shape and dtype. */
-function simplifiedLayerNormalization(g: GraphBuilder, x: Value, weight: Value, epsilon: number): Value {
+/** Weights known to be all ones (`unitNormWeight`): the gradient rule skips its `dy · w`. */
+const UNIT_WEIGHTS = new WeakSet<Value>();
+
+/** A `[E]` weight of ones in `dtype`, for a norm whose weight is applied after it (by a Mul). */
+export function unitNormWeight(g: GraphBuilder, size: number, dtype: "float32" | "float16"): Value {
+  const data = dtype === "float16" ? new Uint16Array(size).fill(0x3c00) : new Float32Array(size).fill(1); // 1.0
+  const w = g.constant(data, [size], dtype);
+  UNIT_WEIGHTS.add(w);
+  return w;
+}
+
+/**
+ * RMSNorm of x over its last axis with weight `[E]` (x's dtype): y, x's shape and dtype. With `stats`
+ * the node also declares its `inv_std_var` output (float32 `[..., 1]`), for the gradient rule to read
+ * where the provider writes it.
+ */
+function simplifiedLayerNormalization(
+  g: GraphBuilder,
+  x: Value,
+  weight: Value,
+  epsilon: number,
+  stats = false,
+): Value {
   check(weight.dtype === x.dtype, "SimplifiedLayerNormalization", "the weight must have the input's dtype");
   const attrs = { axis: attr.int(-1), epsilon: attr.float(epsilon), stash_type: attr.int(1) };
-  return g.op("SimplifiedLayerNormalization", [x, weight], attrs, { shape: x.shape });
+  if (!stats) return g.op("SimplifiedLayerNormalization", [x, weight], attrs, { shape: x.shape });
+  return g.opN("SimplifiedLayerNormalization", [x, weight], 2, attrs, {
+    dtype: [x.dtype, "float32"],
+    shape: [x.shape, statShape(x)],
+  })[0];
 }
 
 /**
  * `[y, sum]`: `sum = input + skip` (same shape, `[..., E]`) and y its RMSNorm with `weight` `[E]`, in one
- * kernel. The op's `mean` and `inv_std_var` outputs (the second and third) are named but never read:
- * the WebGPU kernel does not write them.
+ * kernel. The op's `mean` and `inv_std_var` outputs (the second and third) are named; only the gradient
+ * rule reads inv_std_var, and only where the provider writes it (the WebGPU kernel does not).
  */
 function skipSimplifiedLayerNormalization(
   g: GraphBuilder,
@@ -64,34 +92,34 @@ function statShape(x: Value) {
 }
 
 /**
- * dx (x's dtype) and dw of `y = x · inv · w`; null where not wanted. inv is computed again from x (four
- * kernels): the WebGPU kernels do not write their inv_std_var output.
+ * dx (x's dtype) and dw of `y = x · inv · w`, y the forward output and `saved` the forward's inv (null:
+ * computed again from x); null where not wanted.
  */
 function rmsNormGrad(
   ctx: GradContext,
-  x: Value,
-  weight: Value,
+  io: { x: Value; weight: Value; y: Value; saved: Value | null },
   dy: Value,
   wants: { x: boolean; w: boolean },
 ): [Value | null, Value | null] {
+  const { x, weight } = io;
   const o = gradOps(ctx.g);
   const wide = (
     v: Value,
   ): Value => (v.dtype === "float32" || v.dtype === "float64" ? v : o.Cast(v, "float32"));
   const xWide = wide(x); // [..., E]
-  const meanSquare = o.ReduceMean(o.Mul(xWide, xWide), [-1], { keepdims: true }); // [..., 1]
-  const inv = o.Reciprocal(o.Sqrt(o.Add(meanSquare, floatAttr(ctx.node, "epsilon", 1e-5)))); // [..., 1]
-  const xHat = o.Mul(xWide, inv); // [..., E]
+  const eps = floatAttr(ctx.node, "epsilon", 1e-5);
+  const inv = io.saved ??
+    o.Pow(o.Add(o.ReduceMean(o.Mul(xWide, xWide), [-1], { keepdims: true }), eps), -0.5); // [..., 1]
   const dyWide = wide(dy); // [..., E]
   let dx: Value | null = null;
   if (wants.x) {
-    const gw = o.Mul(dyWide, wide(weight)); // [..., E]
-    const m = o.ReduceMean(o.Mul(gw, xHat), [-1], { keepdims: true }); // [..., 1]
-    dx = narrow(ctx.g, o.Mul(o.Sub(gw, o.Mul(xHat, m)), inv), x.dtype); // [..., E]
+    const gw = UNIT_WEIGHTS.has(weight) ? dyWide : o.Mul(dyWide, wide(weight)); // [..., E]
+    const m = o.ReduceMean(o.Mul(dyWide, wide(io.y)), [-1], { keepdims: true }); // [..., 1]: mean(g · x̂)
+    dx = narrow(ctx.g, o.Mul(o.Sub(gw, o.Mul(xWide, o.Mul(inv, m))), inv), x.dtype); // [..., E]
   }
   let dw: Value | null = null;
   if (wants.w) {
-    const perRow = o.Mul(dyWide, xHat); // [..., E]
+    const perRow = o.Mul(dyWide, o.Mul(xWide, inv)); // [..., E]: dy · x̂
     dw = narrow(ctx.g, sumToShape(ctx.g, perRow, x.shape, weight, ctx.node), weight.dtype); // [E]
   }
   return [dx, dw];
@@ -103,7 +131,9 @@ function narrow(g: GraphBuilder, v: Value, dtype: DType | undefined): Value {
 
 function simplifiedGrad(ctx: GradContext): (Value | null)[] {
   const [x, weight] = ctx.node.inputs as Value[];
-  return rmsNormGrad(ctx, x, weight, outGrad(ctx), { x: ctx.wants[0], w: ctx.wants[1] });
+  const [y, inv] = ctx.node.outputs;
+  const io = { x, weight, y, saved: ctx.readsNormStats && inv ? inv : null };
+  return rmsNormGrad(ctx, io, outGrad(ctx), { x: ctx.wants[0], w: ctx.wants[1] });
 }
 
 function skipSimplifiedGrad(ctx: GradContext): (Value | null)[] {
@@ -113,10 +143,11 @@ function skipSimplifiedGrad(ctx: GradContext): (Value | null)[] {
     }
   });
   const [, , weight] = ctx.node.inputs as Value[];
-  const sum = ctx.node.outputs[3];
+  const [y, , inv, sum] = ctx.node.outputs;
   const dy = ctx.grads[0];
   const wantSum = ctx.wants[0] || ctx.wants[1];
-  const [dNorm, dw] = dy ? rmsNormGrad(ctx, sum, weight, dy, { x: wantSum, w: ctx.wants[2] }) : [null, null];
+  const io = { x: sum, weight, y, saved: ctx.readsNormStats ? inv : null };
+  const [dNorm, dw] = dy ? rmsNormGrad(ctx, io, dy, { x: wantSum, w: ctx.wants[2] }) : [null, null];
   const dSum = ctx.grads[3];
   const ds = dNorm && dSum ? gradOps(ctx.g).Add(dNorm, dSum) : dNorm ?? dSum; // [..., E]
   return [ctx.wants[0] ? ds : null, ctx.wants[1] ? ds : null, dw];

@@ -23,11 +23,31 @@ import {
   zerosLike,
 } from "./grad_util.ts";
 import { type GradContext, pairRules } from "./op_def.ts";
-import { intsOf, numbersOf } from "./shape.ts";
+import { intsOf, numbersOf, type Shape } from "./shape.ts";
 
-/** Reshape: `dy` reshaped back to the input's shape. */
+/**
+ * Reshape: `dy` reshaped back to the input's shape, by a constant target where the tracked shapes
+ * allow one (no `Shape` kernel at run time), else by one the forward recorded for the input
+ * (`GraphBuilder.noteReshapeTarget`), else by the input's shape read at run time.
+ */
 function reshapeGrad(ctx: GradContext): (Value | null)[] {
-  return [gradOps(ctx.g).Reshape(outGrad(ctx), shapeValue(ctx.g, ctx.node.inputs[0] as Value)), null];
+  const x = ctx.node.inputs[0] as Value;
+  const dy = outGrad(ctx);
+  const target = staticReshapeTarget(x.shape, dy.shape) ?? ctx.g.reshapeTargetOf(x) ?? shapeValue(ctx.g, x);
+  const dx = gradOps(ctx.g).Reshape(dy, target);
+  return [x.shape && !dx.shape ? { ...dx, shape: x.shape } : dx, null]; // x's shape, where -1 hid it
+}
+
+/**
+ * A constant Reshape target turning a value of shape `from` into one of shape `to`: `to`'s numbers as
+ * they are, 0 (copy) for a symbolic dim `from` has at the same axis, and -1 for at most one other
+ * symbolic dim (inferred, as the element counts are equal). Undefined where a shape is not tracked or
+ * two dims would be left to infer.
+ */
+export function staticReshapeTarget(to: Shape, from: Shape): number[] | undefined {
+  if (!to || !from || to.includes(0)) return undefined; // a literal 0 would read as "copy"
+  const target = to.map((d, i) => (typeof d === "number" ? d : d === from[i] ? 0 : -1));
+  return target.filter((d) => d === -1).length <= 1 ? target : undefined;
 }
 
 /** Transpose: `dy` under the inverse permutation. */

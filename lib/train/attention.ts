@@ -1,7 +1,8 @@
 /**
- * Attention for the train graph, made of ops with gradient rules: RoPE as one RotaryEmbedding kernel per
- * tensor (its rule in lib/onnx/ops_contrib.ts), grouped-query attention, causal softmax attention. Rows are right-padded sequences: a real token never attends to padding, and
- * padding rows carry zero loss weight.
+ * Attention for the train graph, made of ops with gradient rules: RoPE as one RotaryEmbedding kernel for q
+ * and k together (its rule in lib/onnx/ops_contrib.ts), grouped-query attention, causal softmax
+ * attention. Rows are right-padded sequences: a real token never attends to padding, and padding rows
+ * carry zero loss weight.
  *
  * Dimension legend: B rows, T tokens per row, N = B·T, nH / nKV heads, D head dim, P RoPE positions,
  * QT = (nH / nKV)·T stacked queries per key/value head.
@@ -14,9 +15,10 @@ import type { GraphBuilder, Value } from "../onnx/builder.ts";
 import { attention } from "../onnx/compose.ts";
 import { OPS } from "../onnx/ops.ts";
 import type { Qwen3Config } from "../model/hf_config.ts";
-import type { AttentionFn } from "../model/graph/decoder.ts";
+import type { PackedAttention } from "../model/graph/decoder.ts";
 
-const { Cast, Concat, Gather, Greater, Range, Reshape, RotaryEmbedding, Transpose, Unsqueeze, Where } = OPS;
+const { Cast, Concat, Gather, Greater, Range, Reshape, RotaryEmbedding, Split, Transpose, Unsqueeze, Where } =
+  OPS;
 
 /** A value with its shape stated where the emitter could not track it (computed reshape targets). */
 export function shaped(v: Value, shape: readonly Dim[]): Value {
@@ -27,8 +29,11 @@ export function shaped(v: Value, shape: readonly Dim[]): Value {
 const MASKED = -1e9;
 
 /**
- * The causal attention of the train graph. `bt` is the int64 `[2]` shape (B, T) of the token ids,
- * `positions` int64 `[B, T]`, `cos` / `sin` the `[P, D/2]` RoPE tables (in the compute dtype).
+ * The causal attention of the train graph, fed q and k side by side (decoder.ts `PackedAttention`). `bt`
+ * is the int64 `[2]` shape (B, T) of the token ids, `positions` int64 `[B, T]`, `cos` / `sin` the
+ * `[P, D/2]` RoPE tables (in the compute dtype). q, k and v are laid out by head with one reshape and one
+ * transpose, split in two, and q and k normed (the decoder's `norm`) and turned by one RotaryEmbedding
+ * kernel (its 4-D form `[B, heads, T, D]`) together, then split.
  *
  * Grouped-query attention without repeating keys and values: the rep = nH / nKV query heads that share
  * a key/value head are stacked along the query axis (`[B, nKV, rep·T, D]`, a free reshape since those
@@ -42,31 +47,27 @@ export function causalAttention(
   positions: Value,
   cos: Value,
   sin: Value,
-): AttentionFn {
+): PackedAttention {
   const { num_attention_heads: nH, num_key_value_heads: nKV, head_dim: D } = cfg;
   const rep = nH / nKV;
   const causal = causalBias(g, bt); // [T, T]
   const qt = rep === 1 ? "T" : "QT"; // symbol of the stacked query axis
   const bias = rep === 1 ? causal : shaped(Concat.emit(g, Array(rep).fill(causal), 0), [qt, "T"]); // [rep·T, T]
-  const targets = new Map<number, Value>();
-  const rows = Concat.emit(g, [bt, g.ints([-1])], 0); // [3]: B, T, -1
-  /** `[N, n·D]` → `[B, n, T, D]`, turned by RoPE first where `turn` (one RotaryEmbedding kernel). */
-  const heads = (x: Value, n: number, turn: boolean) => {
-    if (!targets.has(n)) targets.set(n, Concat.emit(g, [bt, g.ints([n, D])], 0)); // one shape per head count
-    let seq = shaped(Reshape.emit(g, x, rows), ["B", "T", n * D]); // [B, T, n·D]
-    if (turn) seq = RotaryEmbedding.emit(g, seq, positions, cos, sin, { numHeads: n }); // [B, T, n·D]
-    const split = shaped(Reshape.emit(g, seq, targets.get(n)!), ["B", "T", n, D]); // [B, T, n, D]
-    return Transpose.emit(g, split, [0, 2, 1, 3]); // [B, n, T, D]
-  };
-  return (_layer, q, k, v) => {
-    const qr = heads(q, nH, true); // [B, nH, T, D]
-    const stacked = shaped(Reshape.emit(g, qr, [0, nKV, -1, D]), ["B", nKV, qt, D]); // [B, nKV, rep·T, D]
-    const kr = heads(k, nKV, true); // [B, nKV, T, D]
-    const out = attention(g, stacked, kr, heads(v, nKV, false), D, { bias }); // [B, nKV, rep·T, D]
+  const target = Concat.emit(g, [bt, g.ints([-1, D])], 0); // [4]: B, T, -1, D
+  const packed = (_layer: number, qkv: Value, norm: (qk: Value) => Value) => {
+    const byToken = shaped(Reshape.emit(g, qkv, target), ["B", "T", nH + 2 * nKV, D]); // [B, T, nH+2nKV, D]
+    const heads = Transpose.emit(g, byToken, [0, 2, 1, 3]); // [B, nH+2nKV, T, D]
+    const [qk, v] = Split.emit(g, heads, [nH + nKV, nKV], 1); // [B, nH+nKV, T, D], [B, nKV, T, D]
+    const turned = RotaryEmbedding.emit(g, norm(qk), positions, cos, sin); // [B, nH+nKV, T, D]
+    const [q, k] = Split.emit(g, turned, [nH, nKV], 1); // [B, nH, T, D], [B, nKV, T, D]
+    const stacked = shaped(Reshape.emit(g, q, [0, nKV, -1, D]), ["B", nKV, qt, D]); // [B, nKV, rep·T, D]
+    const out = attention(g, stacked, k, v, D, { bias }); // [B, nKV, rep·T, D]
     const perHead = shaped(Reshape.emit(g, out, [0, nH, -1, D]), ["B", nH, "T", D]); // [B, nH, T, D]
     const rows = Transpose.emit(g, perHead, [0, 2, 1, 3]); // [B, T, nH, D]
+    g.noteReshapeTarget(rows, target); // [B, T, -1, D]: the gradient's way back, no Shape kernel
     return shaped(Reshape.emit(g, rows, [-1, nH * D]), ["N", nH * D]); // [N, nH*D]
   };
+  return { packed };
 }
 
 /**

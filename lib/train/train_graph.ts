@@ -12,11 +12,13 @@
  *   targets int64 [M] · loss_weights [M] · the algorithm's per-token inputs [M] each, in the order
  *   algorithm.ts declares them (clipped: old_logprobs, advantages, and ref_logprobs with a reference;
  *   sft: none) · temperature [] · eps_low [] · eps_high [] · beta [] · chunk int64 [] (divides M) ·
- *   LoRA inputs
+ *   LoRA inputs, one stacked A and one block-diagonal scaled B per group of Linears (lora_groups.ts), in
+ *   the compute dtype (in float16 the gradients of the float16 tensors are what float32 inputs cast in
+ *   the graph would get, without the Casts)
  * With a value head (value_head.ts; the algorithm declares it): vf_coef [] · value_clip [] · the head's
  *   four tensors.
  * Outputs:
- *   logprobs, pg, kl, clipped, entropy [M] · loss [] · grad.<PEFT key> per LoRA tensor; with a value
+ *   logprobs, pg, kl, clipped, entropy [M] · loss [] · grad.<input name> per LoRA group tensor (its dtype); with a value
  *   head also values [M] · value_loss [] · grad.<value head key> per head tensor (loss then includes
  *   vf_coef · value_loss)
  *
@@ -76,8 +78,8 @@ export interface TrainGraphSpec extends AlgorithmSpec {
 export interface TrainModel {
   bytes: Uint8Array;
   externalFolder: string;
-  /** PEFT keys of the LoRA tensors, in input order; each has an output `grad.<key>`. */
-  loraKeys: string[];
+  /** Names of the LoRA group inputs (lora_inputs.ts groups layout); each has an output `grad.<name>`. */
+  loraInputs: string[];
   /** Built over shared weights: the shared tensors the session must be given (else empty). */
   shared: SharedTensor[];
 }
@@ -107,14 +109,14 @@ export function buildTrainModel(model: ModelDir, spec: TrainGraphSpec, shared?: 
 
   const forms = graphForms(spec.ep, spec.compute);
   const weights = addCheckpointWeights(g, model, shared, forms.compute);
-  const lora = addLoraInputs(g, cfg, spec.lora);
+  const lora = addLoraInputs(g, cfg, spec.lora, "groups", forms.compute); // lora_groups.ts
   const rope = ropeTables(cfg.head_dim, cfg.rope_theta, cfg.max_position_embeddings);
   const table = (name: string, data: Float32Array) =>
     toDtype(g, g.initializer(name, data, [rope.positions, rope.half]), forms.compute); // [P, D/2]
   const [cos, sin] = [table("rope.cos", rope.cos), table("rope.sin", rope.sin)];
   const attention = causalAttention(g, cfg, Shape.emit(g, ids), positions, cos, sin);
   const flatIds = shaped(Reshape.emit(g, ids, [-1]), ["N"]); // [N]
-  const parts = { cfg, weights, lora, attention, norms: "float32" as const }; // decoder.ts NormForm
+  const parts = { cfg, weights, lora, attention, norms: "float32" as const, normStats: forms.normStats }; // decoder.ts
   const hidden = shaped(decoder(g, flatIds, parts), ["N", cfg.hidden_size]); // [N, H]
 
   const headHidden = shaped(Gather.emit(g, hidden, headRows, 0), ["M", cfg.hidden_size]); // [M, H]
@@ -159,7 +161,10 @@ export function buildTrainModel(model: ModelDir, spec: TrainGraphSpec, shared?: 
     "add",
   ); // [N, H]
   const seed = { value: hidden, grad: shaped(dHidden, ["N", cfg.hidden_size]) };
-  const grads = backward(g, [seed], lora.tensors, { sum: forms.gradientSum });
+  const grads = backward(g, [seed], lora.tensors, {
+    sum: forms.gradientSum,
+    readsNormStats: forms.normStats,
+  });
   lora.tensors.forEach((t, i) => {
     if (!grads[i]) throw new Error(`train graph: no gradient reaches ${t.name}`);
     g.output(grads[i]!, TRAIN_IO.grad(t.name));
@@ -174,7 +179,7 @@ export function buildTrainModel(model: ModelDir, spec: TrainGraphSpec, shared?: 
   return {
     bytes: g.toModel({ doc: `Qwen3 LoRA train graph for ${model.dir}` }),
     externalFolder: weights.folder,
-    loraKeys: lora.tensors.map((t) => t.name),
+    loraInputs: lora.tensors.map((t) => t.name),
     shared: weights.shared,
   };
 }

@@ -13,7 +13,7 @@
 
 import type { ModelDir } from "../model/model_dir.ts";
 import { headChunkRows } from "../model/graph/head.ts";
-import { LORA_SCALE_INPUT } from "../model/graph/lora_inputs.ts";
+import { groupedLora, loraGroupSpecs } from "../model/graph/lora_inputs.ts";
 import { loraScale, type LoraSpec, loraTensorSpecs, type LoraWeights } from "../model/lora.ts";
 import {
   type EngineSession,
@@ -24,6 +24,7 @@ import {
 import type { HostTensor } from "../ort/value.ts";
 import type { MicroBatch } from "./batch.ts";
 import { buildTrainModel, TRAIN_IO, type TrainGraphSpec } from "./train_graph.ts";
+import { ungroupGradients } from "./lora_groups.ts";
 import { tokenInputsOf, valueLossOf } from "./algorithm.ts";
 import type { TokenInput } from "./objective.ts";
 import type { Tensors } from "./optimizer.ts";
@@ -128,11 +129,24 @@ export class Trainer {
       [TRAIN_IO.epsHigh]: scalar(s.epsHigh),
       [TRAIN_IO.beta]: scalar(s.beta),
       [TRAIN_IO.chunk]: i64(BigInt64Array.of(BigInt(mb.chunk)), []),
-      [LORA_SCALE_INPUT]: scalar(scale),
     };
     for (const input of this.tokenInputs) inputs[input.name] = f32(this.#tokenFeed(mb, input));
-    const keys = loraTensorSpecs(this.model.config, this.spec.lora);
-    for (const t of keys) inputs[t.key] = f32(params.get(t.key)!, t.dims);
+    const cfg = this.model.config;
+    const keys = loraTensorSpecs(cfg, this.spec.lora);
+    const groups = loraGroupSpecs(cfg, this.spec.lora).flatMap((spec) => [spec.a, spec.b]);
+    const grouped = groupedLora(cfg, this.spec.lora, params, scale);
+    // The group tensors and their gradients are in the compute dtype (train_graph.ts).
+    const half = this.spec.compute === "float16";
+    const tensor = (data: Float32Array | Float16Array, dims: number[]): HostTensor =>
+      data instanceof Float16Array ? { type: "float16", data, dims } : f32(data, dims);
+    const groupGrads = new Map(groups.map((t) => {
+      const size = t.dims[0] * t.dims[1];
+      return [t.name, half ? new Float16Array(size) : new Float32Array(size)];
+    }));
+    for (const t of groups) {
+      const data = grouped.get(t.name)!;
+      inputs[t.name] = tensor(half ? Float16Array.from(data) : data, t.dims);
+    }
 
     // Every output is allocated here and written in place by the run.
     const rows = () => new Float32Array(mb.headRows.length);
@@ -154,9 +168,10 @@ export class Trainer {
       [TRAIN_IO.clipped]: f32(result.clipped),
       [TRAIN_IO.entropy]: f32(result.entropy),
     };
-    for (const t of keys) outputs[TRAIN_IO.grad(t.key)] = f32(result.grads.get(t.key)!, t.dims);
+    for (const t of groups) outputs[TRAIN_IO.grad(t.name)] = tensor(groupGrads.get(t.name)!, t.dims);
     const value = this.hasValueHead ? this.#valueFeeds(mb, s, o.valueHead, inputs, outputs) : undefined;
     await this.#session.run(inputs, outputs);
+    ungroupGradients(cfg, this.spec.lora, groupGrads, scale, result.grads);
     result.loss = loss[0];
     if (value) result.value = { values: value.values, loss: value.loss[0], grads: value.grads };
     return result;

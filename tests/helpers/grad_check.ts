@@ -10,7 +10,7 @@
 
 import assert from "node:assert/strict";
 import * as ort from "onnxruntime-node";
-import { backward } from "../../lib/onnx/autodiff.ts";
+import { backward, type BackwardOptions } from "../../lib/onnx/autodiff.ts";
 import { GraphBuilder, type Value } from "../../lib/onnx/builder.ts";
 import type { Dim } from "../../lib/onnx/proto.ts";
 
@@ -32,6 +32,8 @@ export interface CheckOptions {
   eps?: number;
   /** Allowed |analytic - numeric| / max(1, |numeric|) (default 1e-6 for float64, 2e-3 for float32). */
   tol?: number;
+  /** Options of the reverse walk (e.g. `readsNormStats`). */
+  backward?: BackwardOptions;
 }
 
 type Build = (g: GraphBuilder, x: Record<string, Value>) => Value;
@@ -102,7 +104,8 @@ export async function checkGrad(
       for (let i = 0; i < y.length; i++) sum += y[i] * seed[i];
       return sum;
     };
-    const analytic = await gradients(inputs, build, dtype, feeds(), tensor(dtype, seed, base.dims));
+    const seedTensor = tensor(dtype, seed, base.dims);
+    const analytic = await gradients(inputs, build, dtype, feeds(), seedTensor, options.backward);
     for (const [name, grad] of Object.entries(analytic)) {
       const x = inputs[name];
       for (let k = 0; k < x.data.length; k++) {
@@ -127,12 +130,18 @@ async function gradients(
   dtype: "float64" | "float32",
   feeds: Record<string, ort.Tensor>,
   seed: ort.Tensor,
+  walk: BackwardOptions = {},
 ): Promise<Record<string, number[]>> {
   const g = new GraphBuilder("backward");
   const xs = declare(g, inputs, dtype);
   const y = build(g, xs);
   const names = Object.keys(inputs).filter((n) => !inputs[n].frozen);
-  const grads = backward(g, [{ value: y, grad: g.input("seed", dtype, seed.dims) }], names.map((n) => xs[n]));
+  const grads = backward(
+    g,
+    [{ value: y, grad: g.input("seed", dtype, seed.dims) }],
+    names.map((n) => xs[n]),
+    walk,
+  );
   grads.forEach((d, i) => {
     assert.ok(d, `no gradient for ${names[i]}`);
     g.output(d, `grad_${names[i]}`);

@@ -202,3 +202,50 @@ Deno.test("a 2-layer MLP with LoRA adapters on frozen weights matches finite dif
     return linear(act, v.w2, v.a2, v.b2); // [B, T, E]
   });
 });
+
+Deno.test("a Gemm Linear with a LoRA branch: dX = dY·W + dU·A is one Gemm (no Sum), and matches finite differences", async () => {
+  const [N, E, F, R] = [3, 4, 5, 2];
+  const linear = (g: GraphBuilder, v: Record<string, Value>) => {
+    const o = bindOps(g);
+    const u = o.Gemm(v.x, v.a, null, { transB: true }); // [N, R]
+    return o.Gemm(u, v.b, o.Gemm(v.x, v.w, null, { transB: true }), { transB: true }); // [N, F]
+  };
+  const inputs = {
+    x: rand([N, E], 1),
+    w: { ...rand([F, E], 2), frozen: true },
+    a: rand([R, E], 3),
+    b: rand([F, R], 4),
+  };
+  await checkGrad(inputs, linear);
+  const g = new GraphBuilder("lora_linear");
+  const v = Object.fromEntries(Object.entries(inputs).map(([n, x]) => [n, g.input(n, "float64", x.dims)]));
+  const y = linear(g, v);
+  const forward = g.nodes.length;
+  backward(g, [{ value: y, grad: g.input("seed", "float64", [N, F]) }], [v.x, v.a, v.b]);
+  const walk = g.nodes.slice(forward);
+  assert.deepEqual(walk.filter((n) => n.opType === "Sum" || n.opType === "Add"), []);
+  assert.equal(
+    walk.filter((n) => n.opType === "Gemm" && n.inputs[2]).length,
+    1,
+    "one Gemm adds the other part",
+  );
+});
+
+Deno.test("SiLU x·Sigmoid(x) is differentiated as one function (four kernels), also where σ reaches the loss another way", async () => {
+  const silu = (g: GraphBuilder, v: Record<string, Value>) => {
+    const o = bindOps(g);
+    return o.Mul(v.x, o.Sigmoid(v.x)); // [2, 5]
+  };
+  await checkGrad({ x: rand([2, 5], 21, 3) }, silu);
+  await checkGrad({ x: rand([2, 5], 22, 3) }, (g, v) => {
+    const o = bindOps(g);
+    const sigma = o.Sigmoid(v.x);
+    return o.Add(o.Mul(v.x, sigma), o.Mul(sigma, 3)); // σ also reaches the loss through its own product
+  });
+  const g = new GraphBuilder("silu");
+  const x = g.input("x", "float64", [2, 5]);
+  const y = silu(g, { x });
+  const forward = g.nodes.length;
+  backward(g, [{ value: y, grad: g.input("seed", "float64", [2, 5]) }], [x]);
+  assert.deepEqual(g.nodes.slice(forward).map((n) => n.opType), ["Mul", "Sub", "Add", "Mul"]);
+});

@@ -69,6 +69,23 @@ Deno.test("SkipSimplifiedLayerNormalization's rule matches finite differences th
   );
 });
 
+Deno.test("with the statistics read from the forward (the CPU provider's inv_std_var), both rules match finite differences", async () => {
+  const walk = { dtype: "float32" as const, backward: { readsNormStats: true } };
+  await checkGrad({ x: rand([5, 4], 14, 2), w: { ...rand([4], 15), frozen: true } }, (g, v) => {
+    const o = bindOps(g);
+    return o.Mul(o.SimplifiedLayerNormalization(v.x, v.w, EPS, true), v.x); // x also reaches y another way
+  }, walk);
+  await checkGrad(
+    { a: rand([2, 3, 8], 16, 2), b: rand([2, 3, 8], 17), w: { ...rand([8], 18), frozen: true } },
+    (g, v) => {
+      const o = bindOps(g);
+      const [y, sum] = o.SkipSimplifiedLayerNormalization(v.a, v.b, v.w, EPS);
+      return o.Add(y, o.Mul(sum, 0.5)); // [2, 3, 8]: both outputs reach the loss
+    },
+    walk,
+  );
+});
+
 Deno.test("float16 inputs whose squares overflow float16 are normalized with float32 statistics", async () => {
   const g = new GraphBuilder("wide");
   const o = bindOps(g);

@@ -3,8 +3,9 @@
  * RMSNorm per head) → attention → o_proj residual, RMSNorm → SwiGLU MLP residual, then the final norm.
  * RMSNorm is the fused op (lib/onnx/ops_norm.ts), with the residual add before it fused in.
  * Attention is a parameter: the inference graph plugs in GroupQueryAttention with a KV cache, the
- * train graph an attention made of primitive ops (so that every step has a gradient rule). RoPE
- * belongs to the attention (GroupQueryAttention applies it inside).
+ * train graph an attention made of primitive ops (so that every step has a gradient rule), fed q, k and v
+ * in one tensor with q's and k's head norms as one (`PackedAttention`). RoPE belongs to the attention
+ * (GroupQueryAttention applies it inside).
  *
  * Activations are kept 2-D, one row per token, so every Linear is one Gemm with `transB` against
  * the `[out, in]` checkpoint matrix (no transposed copy of a weight, and `dX = dY · W` needs none).
@@ -32,6 +33,7 @@ import { linearShape, QWEN3_LINEAR_GROUPS } from "../model_dir.ts";
 import type { LoraGroupValues, LoraInputs, LoraPairValues } from "./lora_inputs.ts";
 import type { GraphWeights } from "./weights.ts";
 import type { ComputeDtype } from "./forms.ts";
+import { unitNormWeight } from "../../onnx/ops_norm.ts";
 
 const {
   Add,
@@ -51,12 +53,22 @@ const {
  */
 export type AttentionFn = (layer: number, q: Value, k: Value, v: Value) => Value;
 
+/**
+ * Attention fed the q/k/v Gemm's whole output, `qkv` `[N, (nH + 2·nKV)·D]` (no RoPE yet), and `norm`, the
+ * head norms of q and k together: `[B, nH + nKV, T, D]` (q's heads first) → the same, normed. The
+ * attention lays the heads out once for all three (train/attention.ts); both head norms are then one norm
+ * kernel and one Mul by their weights, in the forward and in the backward. → `[N, nH*D]`.
+ */
+export interface PackedAttention {
+  packed: (layer: number, qkv: Value, norm: (qk: Value) => Value) => Value;
+}
+
 /** What the decoder needs. */
 export interface DecoderParts {
   cfg: Qwen3Config;
   weights: GraphWeights;
   lora: LoraInputs;
-  attention: AttentionFn;
+  attention: AttentionFn | PackedAttention;
   /** How a float16 decoder normalizes (float32 decoders always use the fused kernels); default "fused". */
   norms?: NormForm;
   /**
@@ -65,6 +77,8 @@ export interface DecoderParts {
    * then produces it, and the attention needs none of its own. Default `[N, heads*D]`.
    */
   headLayout?: Value;
+  /** The plain norms also declare their `inv_std_var` output, for a backward to read (forms.ts `normStats`). */
+  normStats?: boolean;
 }
 
 /**
@@ -78,6 +92,12 @@ export interface DecoderParts {
  */
 export type NormForm = "fused" | "float32";
 
+/** A norm's form, and whether a plain norm declares its statistics output (`DecoderParts.normStats`). */
+interface NormHow {
+  form: NormForm;
+  stats: boolean;
+}
+
 /**
  * Hidden states after the final norm, `[N, H]` float32, for token ids `[N]` (int64). Each residual add
  * is fused into the norm that reads its sum (SkipSimplifiedLayerNormalization, lib/onnx/ops_norm.ts):
@@ -86,7 +106,7 @@ export type NormForm = "fused" | "float32";
 export function decoder(g: GraphBuilder, ids: Value, parts: DecoderParts): Value {
   const { cfg, weights } = parts;
   const embedded = Gather.emit(g, weights.get("model.embed_tokens.weight"), ids, 0); // [N, H]
-  const form = parts.norms ?? "fused";
+  const form: NormHow = { form: parts.norms ?? "fused", stats: parts.normStats ?? false };
   let stream: Residual = { sum: embedded, delta: null };
   for (let layer = 0; layer < cfg.num_hidden_layers; layer++) {
     stream = g.scope(`layers.${layer}`, () => decoderLayer(g, stream, layer, parts, form));
@@ -96,7 +116,8 @@ export function decoder(g: GraphBuilder, ids: Value, parts: DecoderParts): Value
     sum: toDtype(g, stream.sum, "float32"),
     delta: stream.delta && toDtype(g, stream.delta, "float32"),
   };
-  return addAndNorm(g, last, weights.get("model.norm.weight"), cfg.rms_norm_eps, "fused").normed; // [N, H]
+  const final = { form: "fused" as const, stats: form.stats };
+  return addAndNorm(g, last, weights.get("model.norm.weight"), cfg.rms_norm_eps, final).normed; // [N, H]
 }
 
 /** The residual stream `[N, H]` and the output `[N, H]` still to be added to it (null: none). */
@@ -120,13 +141,13 @@ export function toDtype(g: GraphBuilder, x: Value, dtype: ComputeDtype): Value {
  * cast to a float16 x's dtype: an initializer, folded when the session loads), or in float32 and cast
  * back (`NormForm`).
  */
-function norm(g: GraphBuilder, x: Value, weight: Value, eps: number, form: NormForm): Value {
-  if (form === "float32" && x.dtype !== "float32") {
-    const y = SimplifiedLayerNormalization.emit(g, toDtype(g, x, "float32"), weight, eps); // x's shape
+function norm(g: GraphBuilder, x: Value, weight: Value, eps: number, how: NormHow): Value {
+  if (how.form === "float32" && x.dtype !== "float32") {
+    const y = SimplifiedLayerNormalization.emit(g, toDtype(g, x, "float32"), weight, eps, how.stats); // x's shape
     return toDtype(g, y, x.dtype as ComputeDtype);
   }
   const w = toDtype(g, weight, x.dtype as ComputeDtype); // [E]
-  return SimplifiedLayerNormalization.emit(g, x, w, eps); // x's shape
+  return SimplifiedLayerNormalization.emit(g, x, w, eps, how.stats); // x's shape
 }
 
 /** `sum + delta` and its RMSNorm (one kernel in the fused form; the norm alone where there is no delta). */
@@ -135,12 +156,12 @@ function addAndNorm(
   r: Residual,
   weight: Value,
   eps: number,
-  form: NormForm,
+  how: NormHow,
 ): { normed: Value; sum: Value } {
-  if (r.delta === null) return { normed: norm(g, r.sum, weight, eps, form), sum: r.sum };
-  if (form === "float32" && r.sum.dtype !== "float32") {
+  if (r.delta === null) return { normed: norm(g, r.sum, weight, eps, how), sum: r.sum };
+  if (how.form === "float32" && r.sum.dtype !== "float32") {
     const sum = Add.emit(g, r.sum, r.delta); // [N, H]
-    return { normed: norm(g, sum, weight, eps, form), sum };
+    return { normed: norm(g, sum, weight, eps, how), sum };
   }
   const w = toDtype(g, weight, r.sum.dtype as ComputeDtype); // [H]
   const [normed, sum] = SkipSimplifiedLayerNormalization.emit(g, r.sum, r.delta, w, eps); // [N, H] each
@@ -152,7 +173,7 @@ function decoderLayer(
   stream: Residual,
   layer: number,
   parts: DecoderParts,
-  form: NormForm,
+  form: NormHow,
 ): Residual {
   const { cfg, weights } = parts;
   const { rms_norm_eps: eps, num_attention_heads: nH, num_key_value_heads: nKV, head_dim: D } = cfg;
@@ -168,15 +189,44 @@ function decoderLayer(
   const [qkv, o, gateUp, down] = [0, 1, 2, 3]; // QWEN3_LINEAR_GROUPS: q/k/v, o, gate/up, down
 
   const { normed: n, sum: x } = addAndNorm(g, stream, w("input_layernorm"), eps, form); // [N, H] each
-  const [qp, kp, v] = projs(n, qkv); // [N, nH*D], [N, nKV*D], [N, nKV*D]
-  const q = headNorm(g, qp, w("self_attn.q_norm"), nH, D, eps, form, parts.headLayout); // [N, nH*D]
-  const k = headNorm(g, kp, w("self_attn.k_norm"), nKV, D, eps, form, parts.headLayout); // [N, nKV*D]
-  const attn = g.scope("attn", () => parts.attention(layer, q, k, v)); // [N, nH*D]
+  const attention = parts.attention;
+  let attn: Value; // [N, nH*D]
+  if (typeof attention === "function") {
+    const [qp, kp, v] = projs(n, qkv); // [N, nH*D], [N, nKV*D], [N, nKV*D]
+    const q = headNorm(g, qp, w("self_attn.q_norm"), nH, D, eps, form, parts.headLayout); // [N, nH*D] (or headLayout)
+    const k = headNorm(g, kp, w("self_attn.k_norm"), nKV, D, eps, form, parts.headLayout); // [N, nKV*D] (or headLayout)
+    attn = g.scope("attn", () => attention(layer, q, k, v));
+  } else {
+    attn = packedSelfAttention(g, n, layer, parts, attention, form);
+  }
 
   const post = { sum: x, delta: projs(attn, o)[0] }; // h = x + o(attn)
   const { normed: m, sum: h } = addAndNorm(g, post, w("post_attention_layernorm"), eps, form); // [N, H] each
   const [gate, up] = projs(m, gateUp); // [N, I] each
   return { sum: h, delta: projs(swiglu(g, gate, up), down)[0] }; // h + down(…), added by the next norm
+}
+
+/** A layer's attention in the packed form (`PackedAttention`): normed input `n` `[N, H]` → `[N, nH*D]`. */
+function packedSelfAttention(
+  g: GraphBuilder,
+  n: Value,
+  layer: number,
+  parts: DecoderParts,
+  attention: PackedAttention,
+  form: NormHow,
+): Value {
+  const { cfg, weights, lora } = parts;
+  const group = QWEN3_LINEAR_GROUPS[0]; // q/k/v
+  if (group.some((linear) => lora.pair(layer, linear))) {
+    throw new Error("decoder: packed attention takes LoRA in the groups layout, not per Linear");
+  }
+  const members = [{
+    out: (cfg.num_attention_heads + 2 * cfg.num_key_value_heads) * cfg.head_dim,
+    lora: undefined,
+  }];
+  const [qkv] = linearsWithLora(g, n, weights.linears(layer, group), members, lora.group(layer, 0)); // [N, (nH+2nKV)*D]
+  const norm = (qk: Value) => packedHeadNorm(g, qk, weights.headNorms(layer), cfg.rms_norm_eps, form); // qk's shape
+  return g.scope("attn", () => attention.packed(layer, qkv, norm));
 }
 
 /** RMSNorm over each head's D features: `[N, heads*D]` → `[N, heads*D]` (or `layout`). */
@@ -187,11 +237,26 @@ function headNorm(
   heads: number,
   D: number,
   eps: number,
-  form: NormForm,
+  form: NormHow,
   layout?: Value,
 ): Value {
   const perHead = Reshape.emit(g, x, [0, heads, D]); // [N, heads, D]
   return Reshape.emit(g, norm(g, perHead, weight, eps, form), layout ?? [0, heads * D]); // [N, heads*D]
+}
+
+/**
+ * q and k normed per head in one kernel: `x` `[B, nH+nKV, T, D]`, the norm with unit weight and then a
+ * Mul by each head's weight (`weights` `[nH+nKV, 1, D]`, float32: `GraphWeights.headNorms`). In the
+ * float32 form the norm and the Mul run in float32.
+ */
+function packedHeadNorm(g: GraphBuilder, x: Value, weights: Value, eps: number, how: NormHow): Value {
+  const dtype = (how.form === "float32" ? "float32" : x.dtype) as ComputeDtype;
+  const weight = toDtype(g, weights, dtype); // [nH+nKV, 1, D]
+  const D = x.shape?.at(-1);
+  if (typeof D !== "number") throw new Error("decoder: the head dim of the packed head norm is not tracked");
+  const wide = toDtype(g, x, dtype);
+  const normed = SimplifiedLayerNormalization.emit(g, wide, unitNormWeight(g, D, dtype), eps, how.stats);
+  return toDtype(g, Mul.emit(g, normed, weight), x.dtype as ComputeDtype); // x's shape
 }
 
 /** One Linear of a group: its output size (rows of the stacked weight) and adapter. */

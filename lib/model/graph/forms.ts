@@ -13,6 +13,8 @@
  *   `train.micro_batch_tokens`.
  * - gradient sums: WebGPU has no Sum kernel; autodiff adds contributions with a chain of Adds (the same
  *   additions in the same order, so the same bits on CPU).
+ * - norm statistics: the CPU provider's fused RMSNorm kernels write their optional `inv_std_var` output,
+ *   which the backward reads; WebGPU's do not write it, so there the backward computes it again.
  *
  * Forms that are portable everywhere at no cost are not switched here but written once: float32 index
  * arithmetic in the sampler (head.ts), a float32 Range for the causal mask (train/attention.ts), nested
@@ -37,6 +39,11 @@ export interface GraphForms {
   chunkedHead: boolean;
   /** How autodiff adds several gradient contributions to one value. */
   gradientSum: "Sum" | "Add";
+  /**
+   * The provider writes the fused norms' optional `inv_std_var` output, so their gradient rules read it
+   * instead of computing it again (lib/onnx/ops_norm.ts): the CPU provider does, WebGPU's kernels do not.
+   */
+  normStats: boolean;
 }
 
 /** The forms for `ep` computing in `compute`. */
@@ -48,6 +55,7 @@ export function graphForms(ep: ExecutionProvider = "cpu", compute: ComputeDtype 
     logSoftmax: logSoftmaxFor(ep),
     chunkedHead: !webgpu,
     gradientSum: webgpu ? "Add" : "Sum",
+    normStats: ep === "cpu",
   };
 }
 

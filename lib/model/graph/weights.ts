@@ -31,6 +31,7 @@ import type { ModelDir } from "../model_dir.ts";
 import { linearPath, linearShape, qwen3Weights } from "../model_dir.ts";
 import {
   checkSharedWeights,
+  headNormsName,
   type SharedTensor,
   type SharedWeights,
   stackedWeightName,
@@ -47,6 +48,11 @@ export interface GraphWeights {
   float32(name: string): Value;
   /** The `[Σout, in]` stack of a layer's Linears that read the same input (one Linear: its weight). */
   linears(layer: number, group: readonly QwenLinear[]): Value;
+  /**
+   * A layer's `[nH + nKV, 1, D]` float32 head-norm weights, q's per query head then k's (`headNormsName`),
+   * to scale `[B, heads, T, D]` activations.
+   */
+  headNorms(layer: number): Value;
   /** The folder every external `location` is relative to (a session option). */
   folder: string;
   /** Shared mode: the shared tensors this graph declared (the session must be given each of them). */
@@ -143,6 +149,12 @@ function foldedGraphWeights(
       const members = group.map((linear) => get(`${linearPath(layer, linear)}.weight`));
       return members.length === 1 ? members[0] : OPS.Concat.emit(g, members, 0); // [Σout, in], folded
     },
+    headNorms(layer) {
+      const { num_attention_heads: nH, num_key_value_heads: nKV, head_dim: D } = model.config;
+      const repeated = (which: string, heads: number) =>
+        OPS.Expand.emit(g, get(`model.layers.${layer}.self_attn.${which}.weight`), [heads, 1, D]); // [heads, 1, D]
+      return OPS.Concat.emit(g, [repeated("q_norm", nH), repeated("k_norm", nKV)], 0); // [nH+nKV, 1, D], folded
+    },
   };
 }
 
@@ -174,6 +186,7 @@ function sharedGraphWeights(
     get,
     float32: get,
     linears: (layer, group) => get(stackedWeightName(layer, group)),
+    headNorms: (layer) => get(headNormsName(layer)),
   };
 }
 
