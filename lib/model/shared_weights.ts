@@ -62,7 +62,7 @@ export function sharedLayout(cfg: Qwen3Config): { tensors: SharedTensor[]; bytes
   for (const w of qwen3Weights(cfg)) {
     if (w.kind !== "matrix") specs.push({ name: w.name, dims: w.shape, sources: [w.name] });
   }
-  return placed([...specs, ...linearStackSpecs(cfg)]);
+  return placed([...specs, ...linearStackSpecs(cfg), ...headNormSpecs(cfg)]);
 }
 
 /** Every Linear group's stack `[Σout, in]`, layer by layer, in QWEN3_LINEAR_GROUPS order. */
@@ -77,6 +77,14 @@ function linearStackSpecs(cfg: Qwen3Config): Omit<SharedTensor, "offset">[] {
         sources: group.map((linear) => `${linearPath(layer, linear)}.weight`),
       });
     }
+  }
+  return specs;
+}
+
+/** Each layer's q and k head-norm weights as one `[nH + nKV, 1, D]` tensor (the train graph's packed norm). */
+function headNormSpecs(cfg: Qwen3Config): Omit<SharedTensor, "offset">[] {
+  const specs: Omit<SharedTensor, "offset">[] = [];
+  for (let layer = 0; layer < cfg.num_hidden_layers; layer++) {
     const norm = (which: string, heads: number) =>
       Array(heads).fill(`model.layers.${layer}.self_attn.${which}.weight`);
     specs.push({
