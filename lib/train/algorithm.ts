@@ -1,6 +1,6 @@
 /**
  * The algorithm record the trainer is built from: the policy loss picked by `train.loss.objective`
- * (objective.ts), whether its KL term is on, and the heads the advantage estimator declares
+ * (policy_losses.ts), whether its KL term is on, and the heads the advantage estimator declares
  * (`mask.estimator`'s `needs.heads`: gae declares the value head, value_head.ts, with its loss variant
  * picked by `train.value.clip`). It says which per-token inputs the train graph takes, in graph-input
  * order; the batch builder (episodes.ts), the micro-batches (batch.ts), the train graph
@@ -14,7 +14,8 @@
 
 import type { Config } from "../config/schema.ts";
 import { ESTIMATOR_REGISTRY } from "../advantages/registry.ts";
-import { POLICY_LOSSES, type PolicyLoss, type PolicyLossName, type TokenInput } from "./objective.ts";
+import type { TokenInput } from "./objective.ts";
+import { POLICY_LOSSES, type PolicyLoss, type PolicyLossName } from "./policy_losses.ts";
 import { VALUE_LOSSES, type ValueLoss } from "./value_head.ts";
 
 /** What decides the train graph's per-token inputs and heads. */

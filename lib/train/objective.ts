@@ -1,9 +1,11 @@
 /**
- * The policy losses of docs/DESIGN.md ("The objective"), as records picked once by name
- * (`train.loss.objective`) from `POLICY_LOSSES`, never an `if` inside a loss. Each record declares the
- * per-token inputs it reads (a batch column → a train-graph input) and builds its per-token loss as a
- * graph composition; the batch builder, the micro-batches, the train graph's inputs and the trainer's
- * feeds loop over those declarations (algorithm.ts), so no file of the trainer names them.
+ * The policy losses' shared parts (the declared inputs, PPO's clip, the k3 KL term) and the two first
+ * losses of docs/DESIGN.md ("The objective"); the records that pick a loss by name
+ * (`train.loss.objective`) are in policy_losses.ts, never an `if` inside a loss. Each record declares the
+ * per-token inputs it reads (a batch column → a train-graph input, or one the trainer computes) and
+ * builds its per-token loss as a graph composition; the batch builder, the micro-batches, the train
+ * graph's inputs and the trainer's feeds loop over those declarations (algorithm.ts), so no file of the
+ * trainer names them. GSPO is gspo.ts, CISPO cispo.ts.
  *
  *   clipped:  r   = exp(lp - old)
  *             pg  = -min(r · A, clip(r, 1 - eps_low, 1 + eps_high) · A)
@@ -28,6 +30,7 @@
  */
 
 import type { GraphBuilder, Value } from "../onnx/builder.ts";
+import type { TrainEpisode } from "./batch.ts";
 import { OPS } from "../onnx/ops.ts";
 
 const { Add, And, Cast, Exp, Greater, Less, Max, Min, Mul, Neg, Sub, Where } = OPS;
@@ -41,6 +44,15 @@ export interface TokenInput {
   name: string;
   column: string | null;
   doc: string;
+  /**
+   * For an input the trainer computes from the current policy before each optimizer step (GSPO's
+   * sequence log-ratio): its per-token values from the episode's current log-probs (NaN where the head
+   * did not compute one) and its loss weights (0 off the trained tokens). step.ts runs it.
+   */
+  computed?: {
+    each: "optimizer step";
+    fromLogprobs(logprobs: Float32Array, episode: TrainEpisode, weights: Float32Array): Float32Array;
+  };
 }
 
 /** The rollout's log-probs, the "old" policy of the ratio. */
@@ -86,9 +98,17 @@ export type Objective = (g: GraphBuilder, x: TokenInputs) => TokenLoss;
 
 /** GRPO's (and PPO's) clipped surrogate, plus `beta · k3` when a reference is given. */
 export const clippedSurrogate: Objective = (g, x) => {
-  const old = x.inputs[OLD_LOGPROBS.name], advantages = x.inputs[ADVANTAGES.name];
-  const ref: Value | undefined = x.inputs[REF_LOGPROBS.name];
-  const ratio = Exp.emit(g, Sub.emit(g, x.logprobs, old)); // [C]
+  const ratio = Exp.emit(g, Sub.emit(g, x.logprobs, x.inputs[OLD_LOGPROBS.name])); // [C]
+  return withKl(g, x, pessimisticClip(g, ratio, x));
+};
+
+/** PPO's `-min(r·A, clip(r)·A)` for a given ratio `r` `[C]`, and where the clipped branch holds it. */
+export function pessimisticClip(
+  g: GraphBuilder,
+  ratio: Value,
+  x: TokenInputs,
+): { pg: Value; clipped: Value } {
+  const advantages = x.inputs[ADVANTAGES.name];
   const low = Sub.emit(g, 1, x.epsLow); // []
   const high = Add.emit(g, 1, x.epsHigh); // []
   const unclipped = Mul.emit(g, ratio, advantages); // [C]
@@ -98,10 +118,16 @@ export const clippedSurrogate: Objective = (g, x) => {
   const above = And.emit(g, Greater.emit(g, ratio, high), Greater.emit(g, advantages, 0)); // [C]
   // Max of the two indicators rather than Or: the same 0/1 values, and WebGPU has no Or kernel.
   const clipped = Max.emit(g, Cast.emit(g, below, "float32"), Cast.emit(g, above, "float32")); // [C]
-  if (!ref) return { loss: pg, pg, kl: Mul.emit(g, pg, 0), clipped };
+  return { pg, clipped };
+}
+
+/** `pg + beta · k3(lp, ref)` when the reference input is there (beta > 0), else `pg` with kl 0. */
+export function withKl(g: GraphBuilder, x: TokenInputs, p: { pg: Value; clipped: Value }): TokenLoss {
+  const ref: Value | undefined = x.inputs[REF_LOGPROBS.name];
+  if (!ref) return { loss: p.pg, pg: p.pg, kl: Mul.emit(g, p.pg, 0), clipped: p.clipped };
   const kl = k3(g, x.logprobs, ref); // [C]
-  return { loss: Add.emit(g, pg, Mul.emit(g, kl, x.beta)), pg, kl, clipped };
-};
+  return { loss: Add.emit(g, p.pg, Mul.emit(g, kl, x.beta)), pg: p.pg, kl, clipped: p.clipped };
+}
 
 /**
  * Clip(x, low, high) written with Where: the same values, and the same gradient (dy where x is within the
@@ -124,43 +150,3 @@ export function k3(g: GraphBuilder, lp: Value, ref: Value): Value {
   const d = Sub.emit(g, ref, lp); // [C]
   return Sub.emit(g, Sub.emit(g, Exp.emit(g, d), d), 1); // [C]
 }
-
-/** A policy loss: its per-token loss and the per-token inputs it reads. */
-export interface PolicyLoss {
-  name: PolicyLossName;
-  /** One line: what it computes. */
-  doc: string;
-  /** The per-token inputs it always reads, in graph-input order. */
-  inputs: readonly TokenInput[];
-  /** Its KL term's reference input, read when `train.loss.beta` > 0 (absent: no KL term). */
-  reference?: TokenInput;
-  /** Whether it reads the rollout's log-probs, so `train.loss.rollout_is` can recompute them. */
-  readsOldLogprobs: boolean;
-  /** Whether the heads an estimator declares (the value head) train beside it. */
-  takesHeads: boolean;
-  tokenLoss: Objective;
-}
-
-/** `train.loss.objective`'s names. */
-export type PolicyLossName = "clipped" | "sft";
-
-/** Every policy loss by its `train.loss.objective` name. */
-export const POLICY_LOSSES: Readonly<Record<PolicyLossName, PolicyLoss>> = {
-  clipped: {
-    name: "clipped",
-    doc: "PPO's clipped surrogate on the advantages, plus beta x k3 KL to the base model",
-    inputs: [OLD_LOGPROBS, ADVANTAGES],
-    reference: REF_LOGPROBS,
-    readsOldLogprobs: true,
-    takesHeads: true,
-    tokenLoss: clippedSurrogate,
-  },
-  sft: {
-    name: "sft",
-    doc: "negative log-likelihood of the masked tokens (supervised warm start)",
-    inputs: [],
-    readsOldLogprobs: false,
-    takesHeads: false,
-    tokenLoss: negativeLogLikelihood,
-  },
-};

@@ -164,6 +164,32 @@ export async function prepareBatch(
   };
 }
 
+/**
+ * Episodes with the inputs the trainer computes from the current policy before each optimizer step
+ * (`TokenInput.computed`, e.g. GSPO's sequence log-ratio): one pass of the train graph with `params`
+ * gives the log-probs they are computed from. The same episodes, and no pass, when the loss has none.
+ */
+export async function withComputedInputs(
+  trainer: Trainer,
+  episodes: readonly TrainEpisode[],
+  weights: readonly Float32Array[],
+  params: LoraWeights,
+  s: StepSettings,
+): Promise<readonly TrainEpisode[]> {
+  const computed = trainer.tokenInputs.filter((i) => i.computed);
+  if (computed.length === 0) return episodes;
+  const current = await trainerLogprobs(trainer, episodes, weights, params, s.scalars, s.microBatchTokens);
+  return episodes.map((e, i) => ({
+    ...e,
+    inputs: {
+      ...e.inputs,
+      ...Object.fromEntries(
+        computed.map((c) => [c.name, c.computed!.fromLogprobs(current[i], e, weights[i])]),
+      ),
+    },
+  }));
+}
+
 /** Episodes with the `reference` input: the train graph's log-probs with the adapter off (scale 0). */
 async function withReference(
   trainer: Trainer,

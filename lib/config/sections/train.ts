@@ -6,8 +6,8 @@ export const LORA_TARGETS = ["q", "k", "v", "o", "gate", "up", "down"] as const;
 export const OPTIMIZERS = ["adamw", "sgd"] as const;
 export const SCHEDULES = ["constant", "cosine", "linear"] as const;
 export const AGGREGATIONS = ["token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm"] as const;
-/** Policy losses (lib/train/objective.ts): clipped surrogate, or supervised negative log-likelihood. */
-export const OBJECTIVES = ["clipped", "sft"] as const;
+/** Policy losses (lib/train/policy_losses.ts). */
+export const OBJECTIVES = ["clipped", "sft", "gspo", "cispo"] as const;
 export const ROLLOUT_IS = ["none", "truncate", "mask"] as const;
 
 const lora = {
@@ -71,7 +71,9 @@ const loss = {
     choices: OBJECTIVES,
     default: "clipped",
     doc: "the policy loss: clipped (PPO's clipped surrogate, GRPO and its relatives) | sft " +
-      "(negative log-likelihood of the masked tokens, a supervised warm start)",
+      "(negative log-likelihood of the masked tokens, a supervised warm start) | gspo (GSPO-token: the " +
+      "clip on the length-normalised sequence ratio; set eps_low 3e-4, eps_high 4e-4) | cispo (REINFORCE " +
+      "weighted by the clipped, detached ratio); docs/algorithms.md",
   }),
   aggregation: choice({
     choices: AGGREGATIONS,
