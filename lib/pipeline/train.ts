@@ -111,12 +111,15 @@ export function stepSettingsOf(config: Config, batch: StageFile): StepSettings {
 /** The loss scalars of `train` (the temperature is the batch's: its sampling temperature). */
 export function trainScalarsOf(config: Config): LossScalars {
   const { train: c } = config;
-  const valueHead = algorithmOf(config).valueLoss !== undefined;
+  const spec = algorithmOf(config);
+  const valueHead = spec.valueLoss !== undefined;
+  const declared = policyLossOf(spec).scalars.map(({ key }) => [key, lossScalar(config, key)]);
   return {
     temperature: config.rollout.generation.temperature,
     epsLow: c.loss.eps_low,
     epsHigh: c.loss.eps_high,
     beta: c.loss.beta,
+    loss: Object.fromEntries(declared),
     ...(valueHead ? { vfCoef: c.value.vf_coef, valueClip: c.value.clip ?? 0 } : {}),
   };
 }
@@ -209,4 +212,9 @@ export function stepLine(m: StepMetrics): string {
     `grad_norm ${m.grad_norm.toFixed(4)} lr ${m.lr.toExponential(2)} tokens ${m.tokens} ${
       m.seconds.toFixed(1)
     }s${mismatch}${ppo}`;
+}
+
+/** `train.loss.<key>`, a scalar a loss declares (config checked it against the declaration). */
+function lossScalar(config: Config, key: string): number {
+  return (config.train.loss as unknown as Readonly<Record<string, number>>)[key];
 }

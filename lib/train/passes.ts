@@ -15,7 +15,7 @@ import {
   type TrainEpisode,
   unshift,
 } from "./batch.ts";
-import { OLD_LOGPROBS, type TokenInput } from "./objective.ts";
+import { OLD_LOGPROBS, type TokenInput } from "../losses/objective.ts";
 import type { Tensors } from "./optimizer.ts";
 import { correctedBatch, type RolloutIsStats, trainerLogprobs } from "./rollout_is.ts";
 import type { StepMetrics, StepSettings } from "./step_types.ts";

@@ -28,7 +28,7 @@
 
 import type { LoraWeights } from "../model/lora.ts";
 import { planMicroBatches, type TrainEpisode, unshift } from "./batch.ts";
-import { OLD_LOGPROBS } from "./objective.ts";
+import { OLD_LOGPROBS } from "../losses/objective.ts";
 import type { Tensors } from "./optimizer.ts";
 import type { LossScalars, Trainer } from "./trainer.ts";
 

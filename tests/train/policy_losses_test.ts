@@ -1,5 +1,5 @@
 /**
- * GSPO and CISPO (lib/train/gspo.ts, cispo.ts) against independent float64 yardsticks: the LoRA
+ * GSPO and CISPO (lib/losses/gspo.ts, cispo.ts) against independent float64 yardsticks: the LoRA
  * gradient of each loss against central finite differences of the float64 reference model plus the
  * plain-TypeScript rule (tests/reference/objective.ts, whose stop-gradients are constants taken at the
  * point of the gradient), and the loss against that rule; on ragged episodes with masked spans, in several

@@ -1,10 +1,10 @@
 /** Schema of the `score` (rewards) and `mask` (advantages, loss masks) sections (see schema.ts). */
 import { bool, choice, float, int, listOf, weights } from "../fields.ts";
 import { judge } from "./judge.ts";
+import { ESTIMATOR_REGISTRY } from "../../advantages/registry.ts";
 export const REWARD_NAMES = ["gsm8k", "code_exec", "exact_match", "format", "tool_use", "judge"] as const;
-export const ESTIMATORS = ["grpo", "dr_grpo", "rloo", "mt_grpo", "mt_grpo_turns", "gae"] as const;
-/** Estimators that compare samples within a group and so need at least two per task. */
-export const GROUP_ESTIMATORS: readonly string[] = ["grpo", "dr_grpo", "rloo", "mt_grpo", "mt_grpo_turns"];
+/** The advantage estimators' names: lib/advantages/registry.ts's records (each declares what it needs). */
+export const ESTIMATORS: readonly string[] = Object.keys(ESTIMATOR_REGISTRY);
 export const REWARD_SCALES = ["group", "batch", "none"] as const;
 export const LOSS_MASK_SOURCES = ["sampled", "roles"] as const;
 export const GAE_UNITS = ["token", "turn"] as const;

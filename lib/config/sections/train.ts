@@ -1,13 +1,15 @@
 /** Schema of the `train` section: LoRA, optimizer, schedule, loss (see schema.ts). */
-import { bool, choice, float, int, listOf, subset } from "../fields.ts";
+import { bool, choice, type Field, float, int, listOf, subset } from "../fields.ts";
+import { eachPolicyLoss, POLICY_LOSS_NAMES } from "../../losses/registry.ts";
+import { BETA, EPS_HIGH, EPS_LOW } from "../../losses/objective.ts";
 import { MAX_CONTEXT } from "./run.ts";
 
 export const LORA_TARGETS = ["q", "k", "v", "o", "gate", "up", "down"] as const;
 export const OPTIMIZERS = ["adamw", "sgd"] as const;
 export const SCHEDULES = ["constant", "cosine", "linear"] as const;
 export const AGGREGATIONS = ["token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm"] as const;
-/** Policy losses (lib/train/policy_losses.ts). */
-export const OBJECTIVES = ["clipped", "sft", "gspo", "cispo"] as const;
+/** Policy losses: the names registered in lib/losses/registry.ts (a live list: a loss registered later is a choice). */
+export const OBJECTIVES: readonly string[] = POLICY_LOSS_NAMES;
 export const ROLLOUT_IS = ["none", "truncate", "mask"] as const;
 
 const lora = {
@@ -83,18 +85,10 @@ const loss = {
       sft: "set train.loss.objective: sft and train.loss.aggregation: token_mean (sft is an objective now)",
     },
   }),
-  eps_low: float({ default: 0.2, min: 0, max: 1, maxOpen: true, doc: "ratio clip below: 1 - eps_low" }),
-  eps_high: float({
-    default: 0.2,
-    min: 0,
-    max: 10,
-    doc: "ratio clip above: 1 + eps_high (DAPO's clip-higher uses 0.28)",
-  }),
-  beta: float({
-    default: 0.0,
-    min: 0,
-    doc: "k3 KL weight against the base model (adapter off); 0 = no reference pass",
-  }),
+  // The clip family's scalars, declared by the losses that read them (lib/losses/objective.ts).
+  eps_low: float(EPS_LOW),
+  eps_high: float(EPS_HIGH),
+  beta: float(BETA),
   max_response_tokens: int({
     default: null,
     nullable: true,
@@ -115,6 +109,15 @@ const loss = {
     doc: "C, the largest importance weight rho kept by rollout_is",
   }),
 };
+
+/**
+ * Every scalar a registered loss declares is a `train.loss` key with the loss's range, default and doc;
+ * those of a loss registered after this module loaded are added then (a loss in a test, a plug-in).
+ */
+eachPolicyLoss(({ scalars }) => {
+  const section = loss as unknown as Record<string, Field<unknown>>;
+  for (const scalar of scalars) section[scalar.key] ??= float(scalar);
+});
 
 /** PPO's value head (mask.estimator gae): lib/train/value_head.ts. */
 const value = {

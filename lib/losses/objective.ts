@@ -1,7 +1,7 @@
 /**
  * The policy losses' shared parts (the declared inputs, PPO's clip, the k3 KL term) and the two first
- * losses of docs/DESIGN.md ("The objective"); the records that pick a loss by name
- * (`train.loss.objective`) are in policy_losses.ts, never an `if` inside a loss. Each record declares the
+ * losses of docs/DESIGN.md ("The objective"), each a record (types.ts) registered by name
+ * (`train.loss.objective`) in registry.ts, never an `if` inside a loss. Each record declares the
  * per-token inputs it reads (a batch column → a train-graph input, or one the trainer computes) and
  * builds its per-token loss as a graph composition; the batch builder, the micro-batches, the train
  * graph's inputs and the trainer's feeds loop over those declarations (algorithm.ts), so no file of the
@@ -30,30 +30,12 @@
  */
 
 import type { GraphBuilder, Value } from "../onnx/builder.ts";
-import type { TrainEpisode } from "./batch.ts";
 import { OPS } from "../onnx/ops.ts";
+import type { LossScalar, Objective, PolicyLoss, TokenInput, TokenInputs, TokenLoss } from "./types.ts";
+
+export type { LossScalar, Objective, PolicyLoss, TokenInput, TokenInputs, TokenLoss } from "./types.ts";
 
 const { Add, And, Cast, Exp, Greater, Less, Max, Min, Mul, Neg, Sub, Where } = OPS;
-
-/**
- * A per-token input of the train graph. `name` is its graph input and the key of its per-token array in
- * training episodes and micro-batches; `column` is the batch column it is read from, or null for one the
- * trainer computes itself (the reference log-probs, from a pass with the adapter off).
- */
-export interface TokenInput {
-  name: string;
-  column: string | null;
-  doc: string;
-  /**
-   * For an input the trainer computes from the current policy before each optimizer step (GSPO's
-   * sequence log-ratio): its per-token values from the episode's current log-probs (NaN where the head
-   * did not compute one) and its loss weights (0 off the trained tokens). step.ts runs it.
-   */
-  computed?: {
-    each: "optimizer step";
-    fromLogprobs(logprobs: Float32Array, episode: TrainEpisode, weights: Float32Array): Float32Array;
-  };
-}
 
 /** The rollout's log-probs, the "old" policy of the ratio. */
 export const OLD_LOGPROBS: TokenInput = {
@@ -74,27 +56,30 @@ export const REF_LOGPROBS: TokenInput = {
   doc: "reference log-probs (adapter off), computed by the trainer",
 };
 
-/** Per-token inputs of a chunk, each `[C]`, and the run's scalars. */
-export interface TokenInputs {
-  logprobs: Value; // current policy log-probs (differentiable)
-  /** The declared inputs by name, each `[C]`. */
-  inputs: Readonly<Record<string, Value>>;
-  epsLow: Value; // []
-  epsHigh: Value; // []
-  beta: Value; // []
-}
-
-/** Per-token results, each `[C]`: the loss `l` and its parts for metrics. */
-export interface TokenLoss {
-  loss: Value;
-  pg: Value;
-  kl: Value;
-  /** 1 where the ratio was clipped (the clipped branch is active and holds the gradient at zero). */
-  clipped: Value;
-}
-
-/** Builds one objective's per-token loss. */
-export type Objective = (g: GraphBuilder, x: TokenInputs) => TokenLoss;
+/** PPO's clip range below, 1 - eps_low (clipped, gspo, cispo). */
+export const EPS_LOW: LossScalar = {
+  key: "eps_low",
+  default: 0.2,
+  min: 0,
+  max: 1,
+  maxOpen: true,
+  doc: "ratio clip below: 1 - eps_low (gspo: the paper uses 3e-4)",
+};
+/** PPO's clip range above, 1 + eps_high. */
+export const EPS_HIGH: LossScalar = {
+  key: "eps_high",
+  default: 0.2,
+  min: 0,
+  max: 10,
+  doc: "ratio clip above: 1 + eps_high (DAPO's clip-higher uses 0.28; gspo: the paper uses 4e-4)",
+};
+/** The k3 KL term's weight; its reference input and pass exist only when it is above 0. */
+export const BETA: LossScalar = {
+  key: "beta",
+  default: 0.0,
+  min: 0,
+  doc: "k3 KL weight against the base model (adapter off); 0 = no reference pass",
+};
 
 /** GRPO's (and PPO's) clipped surrogate, plus `beta · k3` when a reference is given. */
 export const clippedSurrogate: Objective = (g, x) => {
@@ -109,8 +94,8 @@ export function pessimisticClip(
   x: TokenInputs,
 ): { pg: Value; clipped: Value } {
   const advantages = x.inputs[ADVANTAGES.name];
-  const low = Sub.emit(g, 1, x.epsLow); // []
-  const high = Add.emit(g, 1, x.epsHigh); // []
+  const low = Sub.emit(g, 1, x.scalars[EPS_LOW.key]); // []
+  const high = Add.emit(g, 1, x.scalars[EPS_HIGH.key]); // []
   const unclipped = Mul.emit(g, ratio, advantages); // [C]
   const clippedTerm = Mul.emit(g, clip(g, ratio, low, high), advantages); // [C]
   const pg = Neg.emit(g, Min.emit(g, unclipped, clippedTerm)); // [C]
@@ -126,7 +111,7 @@ export function withKl(g: GraphBuilder, x: TokenInputs, p: { pg: Value; clipped:
   const ref: Value | undefined = x.inputs[REF_LOGPROBS.name];
   if (!ref) return { loss: p.pg, pg: p.pg, kl: Mul.emit(g, p.pg, 0), clipped: p.clipped };
   const kl = k3(g, x.logprobs, ref); // [C]
-  return { loss: Add.emit(g, p.pg, Mul.emit(g, kl, x.beta)), pg: p.pg, kl, clipped: p.clipped };
+  return { loss: Add.emit(g, p.pg, Mul.emit(g, kl, x.scalars[BETA.key])), pg: p.pg, kl, clipped: p.clipped };
 }
 
 /**
@@ -150,3 +135,28 @@ export function k3(g: GraphBuilder, lp: Value, ref: Value): Value {
   const d = Sub.emit(g, ref, lp); // [C]
   return Sub.emit(g, Sub.emit(g, Exp.emit(g, d), d), 1); // [C]
 }
+
+/** PPO's clipped surrogate: GRPO, Dr. GRPO, RLOO, MT-GRPO and PPO itself. */
+export const CLIPPED: PolicyLoss = {
+  name: "clipped",
+  doc: "PPO's clipped surrogate on the advantages, plus beta x k3 KL to the base model",
+  inputs: [OLD_LOGPROBS, ADVANTAGES],
+  reference: REF_LOGPROBS,
+  scalars: [EPS_LOW, EPS_HIGH, BETA],
+  readsOldLogprobs: true,
+  takesHeads: true,
+  gradientStops: "nowhere (the clip's subgradient is zero where the clipped branch holds)",
+  tokenLoss: clippedSurrogate,
+};
+
+/** Supervised warm start. */
+export const SFT: PolicyLoss = {
+  name: "sft",
+  doc: "negative log-likelihood of the masked tokens (supervised warm start)",
+  inputs: [],
+  scalars: [],
+  readsOldLogprobs: false,
+  takesHeads: false,
+  gradientStops: "nowhere",
+  tokenLoss: negativeLogLikelihood,
+};

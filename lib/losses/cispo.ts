@@ -21,15 +21,26 @@
 
 import { detach } from "../onnx/detach.ts";
 import { OPS } from "../onnx/ops.ts";
-import { ADVANTAGES, clip, type Objective, OLD_LOGPROBS, withKl } from "./objective.ts";
+import {
+  ADVANTAGES,
+  BETA,
+  clip,
+  EPS_HIGH,
+  EPS_LOW,
+  type Objective,
+  OLD_LOGPROBS,
+  REF_LOGPROBS,
+  withKl,
+} from "./objective.ts";
+import type { PolicyLoss } from "./types.ts";
 
 const { Add, Cast, Exp, Greater, Less, Max, Mul, Neg, Sub } = OPS;
 
 /** CISPO: REINFORCE on lp with the clipped, detached importance weight. */
 export const cispo: Objective = (g, x) => {
   const ratio = Exp.emit(g, Sub.emit(g, x.logprobs, x.inputs[OLD_LOGPROBS.name])); // [C]
-  const low = Sub.emit(g, 1, x.epsLow); // []
-  const high = Add.emit(g, 1, x.epsHigh); // []
+  const low = Sub.emit(g, 1, x.scalars[EPS_LOW.key]); // []
+  const high = Add.emit(g, 1, x.scalars[EPS_HIGH.key]); // []
   const weight = detach(g, clip(g, ratio, low, high)); // [C]
   const pg = Neg.emit(g, Mul.emit(g, Mul.emit(g, weight, x.inputs[ADVANTAGES.name]), x.logprobs)); // [C]
   const outside = Max.emit(
@@ -38,4 +49,17 @@ export const cispo: Objective = (g, x) => {
     Cast.emit(g, Greater.emit(g, ratio, high), "float32"),
   ); // [C]
   return withKl(g, x, { pg, clipped: outside });
+};
+
+/** `train.loss.objective: cispo`. */
+export const CISPO: PolicyLoss = {
+  name: "cispo",
+  doc: "CISPO: REINFORCE on the log-probs weighted by the clipped, detached importance ratio",
+  inputs: [OLD_LOGPROBS, ADVANTAGES],
+  reference: REF_LOGPROBS,
+  scalars: [EPS_LOW, EPS_HIGH, BETA],
+  readsOldLogprobs: true,
+  takesHeads: true,
+  gradientStops: "at the clipped importance weight",
+  tokenLoss: cispo,
 };

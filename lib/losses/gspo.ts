@@ -13,7 +13,7 @@
  *
  * The trainer computes log s_i (`seq_log_ratio`, one value repeated over the episode's tokens) before
  * each optimizer step from the current policy's log-probs (one extra pass of the train graph), because a
- * chunk of the head sees only some of an episode's tokens: step.ts, `computeTokenInputs`.
+ * chunk of the head sees only some of an episode's tokens (lib/train/passes.ts `withComputedInputs`).
  *
  * Names: TRL's `importance_sampling_level="sequence"`, verl's `policy_loss.loss_mode: gspo`.
  * Deviations: none in the formula. The paper's clip range is far narrower than PPO's (eps_low 3e-4,
@@ -25,7 +25,18 @@
 
 import { detach } from "../onnx/detach.ts";
 import { OPS } from "../onnx/ops.ts";
-import { type Objective, OLD_LOGPROBS, pessimisticClip, type TokenInput, withKl } from "./objective.ts";
+import {
+  ADVANTAGES,
+  BETA,
+  EPS_HIGH,
+  EPS_LOW,
+  type Objective,
+  OLD_LOGPROBS,
+  pessimisticClip,
+  REF_LOGPROBS,
+  withKl,
+} from "./objective.ts";
+import type { PolicyLoss, TokenInput } from "./types.ts";
 
 const { Add, Exp, Sub } = OPS;
 
@@ -54,4 +65,18 @@ export const gspoToken: Objective = (g, x) => {
   const tied = Sub.emit(g, x.logprobs, detach(g, x.logprobs)); // [C] value 0, gradient 1
   const ratio = Exp.emit(g, Add.emit(g, x.inputs[SEQ_LOG_RATIO.name], tied)); // [C] value s_i
   return withKl(g, x, pessimisticClip(g, ratio, x));
+};
+
+/** `train.loss.objective: gspo`. */
+export const GSPO: PolicyLoss = {
+  name: "gspo",
+  doc: "GSPO-token: PPO's clip on the episode's length-normalised sequence ratio, shared by its tokens",
+  inputs: [OLD_LOGPROBS, ADVANTAGES, SEQ_LOG_RATIO],
+  reference: REF_LOGPROBS,
+  scalars: [EPS_LOW, EPS_HIGH, BETA],
+  readsOldLogprobs: true,
+  // Its sequence ratio is computed before each optimizer step, which PPO's minibatch epochs do not run.
+  takesHeads: false,
+  gradientStops: "at the sequence ratio: each token's gradient is s x grad log-prob",
+  tokenLoss: gspoToken,
 };
