@@ -11,6 +11,7 @@ export const AGGREGATIONS = ["token_mean", "seq_mean_token_mean", "seq_mean_toke
 /** Policy losses: the names registered in lib/losses/registry.ts (a live list: a loss registered later is a choice). */
 export const OBJECTIVES: readonly string[] = POLICY_LOSS_NAMES;
 export const ROLLOUT_IS = ["none", "truncate", "mask"] as const;
+export const ROLLOUT_IS_LEVELS = ["token", "sequence"] as const;
 
 const lora = {
   r: int({ default: 16, min: 1, max: 4096, doc: "LoRA rank" }),
@@ -98,15 +99,23 @@ const loss = {
   }),
   rollout_is: choice({
     choices: ROLLOUT_IS,
-    default: "none",
-    doc: "trainer recomputes the old log-probs and weights each token by rho = exp(old_trainer - " +
-      "old_rollout): none (use the rollout's) | truncate (min(rho, cap)) | mask (drop rho > cap); " +
-      "for rollouts on servers, see docs/serving.md",
+    default: "mask",
+    doc: "sampler-trainer correction: the trainer recomputes the old log-probs and weights each token by " +
+      "rho = exp(old_trainer - old_rollout) (per token, or per episode: rollout_is_level): none (use the " +
+      "rollout's) | truncate (min(rho, cap), TIS) | mask (drop rho > cap); bit-identical to none when they " +
+      "agree; see docs/algorithms.md",
+  }),
+  rollout_is_level: choice({
+    choices: ROLLOUT_IS_LEVELS,
+    default: "sequence",
+    doc:
+      "rho of rollout_is: token (each token's own) | sequence (exp of the sum over the episode's trained " +
+      "tokens, TRL's default sequence_mask)",
   }),
   rollout_is_cap: float({
-    default: 2.0,
+    default: 3.0,
     min: 1,
-    doc: "C, the largest importance weight rho kept by rollout_is",
+    doc: "C, the largest importance weight rho kept by rollout_is (TRL's default 3)",
   }),
 };
 
