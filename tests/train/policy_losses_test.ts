@@ -22,7 +22,8 @@ import {
   type TrainEpisode,
 } from "../../lib/train/batch.ts";
 import { accumulate, withComputedInputs } from "../../lib/train/passes.ts";
-import type { StepSettings } from "../../lib/train/step.ts";
+import { type StepSettings, trainOnBatch } from "../../lib/train/step.ts";
+import { initOptimizerState } from "../../lib/train/optimizer.ts";
 import { Trainer } from "../../lib/train/trainer.ts";
 import { makeTinyModel } from "../helpers/tiny_model.ts";
 import { randomAdapter, referenceLoraOf } from "../helpers/adapters.ts";
@@ -176,4 +177,49 @@ Deno.test("GSPO's LoRA gradient and loss match float64 finite differences (every
 
 Deno.test("CISPO's LoRA gradient and loss match float64 finite differences (every aggregation, ± KL, both clips)", async () => {
   await checkLoss("cispo");
+});
+
+Deno.test("trainOnBatch computes GSPO's sequence ratio before each optimizer step, with that step's parameters", async () => {
+  const dir = await makeTinyModel({ vocab: VOCAB, tokenizer: false, seed: 11, kvHeads: 2 });
+  const model = await openModelDir(dir);
+  const base = await readReferenceWeights(dir);
+  const adapter = randomAdapter(model.config, SPEC, 21, 0.2);
+  const eps = episodes(referenceModel(base, adapter), new Qwen3Reference(base.config, base.weights), 3);
+  const scalars = { temperature: TEMPERATURE, epsLow: 0.2, epsHigh: 0.2, beta: 0 };
+  const s: ObjectiveSettings = {
+    aggregation: "token_mean",
+    epsLow: 0.2,
+    epsHigh: 0.2,
+    beta: 0,
+    maxResponseTokens: MAX_RESPONSE,
+    loss: "gspo",
+  };
+  const trainer = await Trainer.create(model, { lora: SPEC, objective: "gspo", withReference: false });
+  try {
+    const params = new Map([...adapter.weights].map(([k, v]) => [k, v.slice()]));
+    const snapshots: Adapter[] = [];
+    const rows = await trainOnBatch(trainer, eps, params, initOptimizerState("sgd", params), {
+      aggregation: "token_mean",
+      maxResponseTokens: MAX_RESPONSE,
+      microBatchTokens: 64,
+      numIterations: 2,
+      optimizer: { name: "sgd", lr: 0.5, max_grad_norm: 0, betas: [0.9, 0.999], eps: 1e-8, weight_decay: 0 },
+      schedule: { name: "constant", warmup_steps: 0, min_lr_ratio: 0 },
+      totalSteps: 2,
+      scalars,
+      seed: 0,
+      onStep: () =>
+        snapshots.push({ spec: SPEC, weights: new Map([...params].map(([k, v]) => [k, v.slice()])) }),
+    });
+    // Pass 2 runs with the parameters after step 1: its sequence ratio must be theirs.
+    const at = referenceModel(base, snapshots[0]);
+    const frozen = eps.map((e) => at.logprobs([...e.tokens as number[]], TEMPERATURE));
+    const expected = referenceLoss(at, eps, frozen, s);
+    assert.ok(
+      Math.abs(rows[1].loss - expected) <= 1e-5 * Math.abs(expected) + 2e-6,
+      `pass 2 loss ${rows[1].loss} vs ${expected}`,
+    );
+  } finally {
+    await trainer.close();
+  }
 });
