@@ -1,6 +1,6 @@
 /**
  * GSPO (Group Sequence Policy Optimization, arXiv 2507.18071), its GSPO-token form, as
- * `train.loss.objective: gspo`. Per episode i, over its trained tokens (loss weight ≠ 0):
+ * `train.loss.objective: gspo`. Per episode i, over its trained tokens (loss mask, token 0 excluded):
  *
  *   s_i   = exp( mean_t (lp_t − old_t) )                the length-normalised sequence ratio
  *   r_t   = sg(s_i) · exp(lp_t − sg(lp_t))              value s_i, gradient s_i · ∇lp_t
@@ -47,15 +47,15 @@ export const SEQ_LOG_RATIO: TokenInput = {
   doc: "mean over the episode's trained tokens of (log-prob − old log-prob), computed by the trainer",
   computed: {
     each: "optimizer step",
-    fromLogprobs: (logprobs, episode, weights) => {
+    fromLogprobs: (logprobs, episode, trained) => {
       const old = episode.inputs[OLD_LOGPROBS.name];
       let sum = 0, count = 0;
-      for (let t = 0; t < weights.length; t++) {
-        if (weights[t] === 0) continue;
+      for (let t = 0; t < trained.length; t++) {
+        if (trained[t] === 0) continue;
         sum += logprobs[t] - old[t];
         count += 1;
       }
-      return new Float32Array(weights.length).fill(count > 0 ? sum / count : 0);
+      return new Float32Array(trained.length).fill(count > 0 ? sum / count : 0);
     },
   },
 };

@@ -42,7 +42,8 @@ export interface TokenInput {
   /**
    * For an input the trainer computes from the current policy before each optimizer step (GSPO's
    * sequence log-ratio): its per-token values from the episode's current log-probs (NaN where the head
-   * did not compute one) and its loss weights (0 off the trained tokens). step.ts runs it.
+   * did not compute one) and its trained tokens (1 where the loss mask trains, 0 elsewhere). step.ts
+   * runs it.
    */
   computed?: {
     each: "optimizer step";

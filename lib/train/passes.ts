@@ -167,24 +167,26 @@ export async function prepareBatch(
 /**
  * Episodes with the inputs the trainer computes from the current policy before each optimizer step
  * (`TokenInput.computed`, e.g. GSPO's sequence log-ratio): one pass of the train graph with `params`
- * gives the log-probs they are computed from. The same episodes, and no pass, when the loss has none.
+ * gives the log-probs of every trained token (the loss mask's, whatever weight the aggregation or the
+ * sampler–trainer correction gave it) they are computed from. The same episodes, and no pass, when the loss
+ * has none.
  */
 export async function withComputedInputs(
   trainer: Trainer,
   episodes: readonly TrainEpisode[],
-  weights: readonly Float32Array[],
   params: LoraWeights,
   s: StepSettings,
 ): Promise<readonly TrainEpisode[]> {
   const computed = trainer.tokenInputs.filter((i) => i.computed);
   if (computed.length === 0) return episodes;
-  const current = await trainerLogprobs(trainer, episodes, weights, params, s.scalars, s.microBatchTokens);
+  const trained = episodes.map((e) => Float32Array.from(e.lossMask, (m, t) => (m && t > 0 ? 1 : 0)));
+  const current = await trainerLogprobs(trainer, episodes, trained, params, s.scalars, s.microBatchTokens);
   return episodes.map((e, i) => ({
     ...e,
     inputs: {
       ...e.inputs,
       ...Object.fromEntries(
-        computed.map((c) => [c.name, c.computed!.fromLogprobs(current[i], e, weights[i])]),
+        computed.map((c) => [c.name, c.computed!.fromLogprobs(current[i], e, trained[i])]),
       ),
     },
   }));

@@ -46,7 +46,7 @@ export async function trainOnBatch(
   const rows: StepMetrics[] = [];
   for (let pass = 0; pass < s.numIterations; pass++) {
     const started = performance.now();
-    const episodesNow = await withComputedInputs(trainer, batch.episodes, batch.weights, params, s);
+    const episodesNow = await withComputedInputs(trainer, batch.episodes, params, s);
     const batches = planMicroBatches(episodesNow, batch.weights, s.microBatchTokens, trainer.maxChunk);
     const order = shuffled(batches, s.seed + state.step);
     const sums = await accumulate(trainer, order, params, s.scalars);

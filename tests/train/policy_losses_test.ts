@@ -126,7 +126,7 @@ async function checkLoss(loss: "gspo" | "cispo") {
         };
         const weights = aggregationWeights(eps, aggregation, MAX_RESPONSE);
         const settings = { scalars, microBatchTokens: 64 } as StepSettings;
-        const withInputs = await withComputedInputs(trainer, eps, weights, adapter.weights, settings);
+        const withInputs = await withComputedInputs(trainer, eps, adapter.weights, settings);
         const mbs = planMicroBatches(withInputs, weights, 64, trainer.maxChunk);
         assert.ok(mbs.length > 1, "several micro-batches");
         const sums = await accumulate(trainer, mbs, adapter.weights, scalars);
