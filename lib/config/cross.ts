@@ -50,6 +50,27 @@ const algorithmRules: Rule = (config) => {
   for (const rule of rules) rule(config);
 };
 
+/** The overlong reward's soft zone lies inside its limit, and the limit is one an episode can reach. */
+const overlongLengths: Rule = ({ score, rollout }) => {
+  if (score.rewards.overlong === undefined) return;
+  const { max_tokens, cache_tokens } = score.overlong;
+  if (cache_tokens >= max_tokens) {
+    throw new UserError("config key score.overlong.cache_tokens", {
+      value: cache_tokens,
+      why: `it must be below score.overlong.max_tokens (${max_tokens}): the soft zone ends there`,
+      fix: "lower score.overlong.cache_tokens or raise score.overlong.max_tokens",
+    });
+  }
+  const budget = rollout.generation.max_total_tokens;
+  if (max_tokens > budget) {
+    throw new UserError("config key score.overlong.max_tokens", {
+      value: max_tokens,
+      why: `above rollout.generation.max_total_tokens (${budget}): no episode can sample that many tokens`,
+      fix: `set score.overlong.max_tokens to ${budget} or less`,
+    });
+  }
+};
+
 /** One turn cannot sample more tokens than the whole episode may hold. */
 const turnFitsContext: Rule = ({ rollout: { generation } }) => {
   if (generation.max_new_tokens > generation.max_total_tokens) {
@@ -216,6 +237,7 @@ const RULES: Rule[] = [
   headsTrain,
   algorithmRules,
   turnFitsContext,
+  overlongLengths,
   sandboxOptIn,
   readFileRoot,
   mcpServers,

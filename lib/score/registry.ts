@@ -17,6 +17,7 @@ import { exactMatch } from "./exact_match.ts";
 import { format } from "./format.ts";
 import { gsm8k } from "./gsm8k.ts";
 import { judge } from "./judge/judge.ts";
+import { overlong } from "./overlong.ts";
 import { toolUse } from "./tool_use.ts";
 import type { RewardFn } from "./types.ts";
 
@@ -28,6 +29,7 @@ export const REWARDS: Readonly<Record<RewardName, RewardFn>> = {
   format,
   tool_use: toolUse,
   judge,
+  overlong,
 };
 
 const SNAKE = /^[a-z0-9]+(?:_[a-z0-9]+)*$/;

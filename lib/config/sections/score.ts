@@ -2,7 +2,16 @@
 import { bool, choice, float, int, listOf, weights } from "../fields.ts";
 import { judge } from "./judge.ts";
 import { ESTIMATOR_REGISTRY } from "../../advantages/registry.ts";
-export const REWARD_NAMES = ["gsm8k", "code_exec", "exact_match", "format", "tool_use", "judge"] as const;
+import { MAX_CONTEXT } from "./run.ts";
+export const REWARD_NAMES = [
+  "gsm8k",
+  "code_exec",
+  "exact_match",
+  "format",
+  "tool_use",
+  "judge",
+  "overlong",
+] as const;
 /** The advantage estimators' names: lib/advantages/registry.ts's records (each declares what it needs). */
 export const ESTIMATORS: readonly string[] = Object.keys(ESTIMATOR_REGISTRY);
 export const REWARD_SCALES = ["group", "batch", "none"] as const;
@@ -60,6 +69,22 @@ export const score = {
     }),
   },
   judge,
+  /** The overlong reward (lib/score/overlong.ts): DAPO's soft overlong punishment. */
+  overlong: {
+    max_tokens: int({
+      default: 1024,
+      min: 2,
+      max: MAX_CONTEXT,
+      doc: "overlong reward: L_max, the sampled tokens (all turns) above which it is -1 (DAPO's max " +
+        "response length; at most rollout.generation.max_total_tokens)",
+    }),
+    cache_tokens: int({
+      default: 256,
+      min: 1,
+      max: MAX_CONTEXT,
+      doc: "overlong reward: L_cache, the soft zone before max_tokens where it falls linearly from 0 to -1",
+    }),
+  },
 };
 
 export const mask = {
