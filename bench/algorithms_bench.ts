@@ -6,7 +6,8 @@
  * model and supervised warm start, algorithms_warm.ts, the expensive part), then one loop run per
  * algorithm from that warm start, with the task configuration's own steps, samples and evaluations:
  * grpo, dr_grpo, rloo, mt_grpo, mt_grpo_turns (each `mask.estimator` alone, everything else the
- * configuration's) and ppo (`mask.estimator: gae` with PPO's settings below). Each warm start and each run
+ * configuration's), ppo (`mask.estimator: gae` with PPO's settings below), and the policy losses gspo and
+ * cispo (`train.loss.objective`, with grpo's advantages; docs/algorithms.md). Each warm start and each run
  * is its own process (`stages/loop.ts`), and a run whose directory already ends at the last step is kept,
  * so a bench stopped midway continues where it stopped when started again.
  *
@@ -41,6 +42,21 @@ export const ALGORITHMS: Readonly<Record<string, ReadonlyArray<[string, string]>
     ["train.minibatch_episodes", "32"],
     ["train.optimizer.lr", "5e-4"],
     ["train.value.lr", "1e-3"],
+  ],
+  // GSPO with the paper's clip range on the sequence ratio (3e-4, 4e-4), as verl's GSPO recipe; its own
+  // aggregation (seq_mean_token_mean) as the paper's. Not yet measured (issue 30: BENCH.md's table).
+  gspo: [
+    ["train.loss.objective", "gspo"],
+    ["train.loss.eps_low", "3e-4"],
+    ["train.loss.eps_high", "4e-4"],
+    ["train.loss.aggregation", "seq_mean_token_mean"],
+  ],
+  // CISPO one-sided as the paper and TRL (eps_low 0.99: no lower clip in effect; 1 + eps_high = 5, TRL's
+  // cap). Not yet measured.
+  cispo: [
+    ["train.loss.objective", "cispo"],
+    ["train.loss.eps_low", "0.99"],
+    ["train.loss.eps_high", "4"],
   ],
 };
 

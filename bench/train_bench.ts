@@ -18,7 +18,7 @@ import { openModelDir, qwen3Weights } from "../lib/model/model_dir.ts";
 import { aggregationWeights, planMicroBatches, type TrainEpisode } from "../lib/train/batch.ts";
 import { accumulate } from "../lib/train/step.ts";
 import { Trainer } from "../lib/train/trainer.ts";
-import { ADVANTAGES, OLD_LOGPROBS } from "../lib/train/objective.ts";
+import { ADVANTAGES, OLD_LOGPROBS } from "../lib/losses/objective.ts";
 import { initLoraWeights } from "../lib/model/lora.ts";
 import { medianOf, peakRssMiB, resetPeakRss, timeMs } from "./measure.ts";
 import { mulberry32 } from "../lib/data/random.ts";

@@ -13,7 +13,7 @@ import type { Estimator } from "./types.ts";
 export const drGrpo: Estimator = {
   name: "dr_grpo",
   doc: "outcome reward minus the group mean, no std division",
-  needs: { columns: ["reward", "group_id"] },
+  needs: { columns: ["reward", "group_id"], groups: true },
   advantages(batch, o) {
     const { adv, zeroStdGroups } = normalize(batch.reward, batch.groups, "none", o.std_eps);
     return {

@@ -28,6 +28,8 @@
  * @module
  */
 
+import type { ConfigRule } from "../algorithm_rules.ts";
+import { UserError } from "../errors.ts";
 import { normalize } from "./groups.ts";
 import type { EpisodeBatch, Estimator } from "./types.ts";
 
@@ -86,10 +88,21 @@ function valueStats(batch: EpisodeBatch, values: Float32Array, returns: Float32A
   return { value_mean: v / n, explained_var: total > 0 ? 1 - resid / total : NaN };
 }
 
+/** PPO's passes over a batch are its epochs of minibatches (`train.ppo_epochs`), not GRPO's passes. */
+const ppoEpochs: ConfigRule = ({ train }) => {
+  if (train.num_iterations === 1) return;
+  throw new UserError("config key train.num_iterations", {
+    value: train.num_iterations,
+    why: "with mask.estimator gae (PPO) the passes over a batch are train.ppo_epochs, in minibatches",
+    fix: `set train.num_iterations to 1 and train.ppo_epochs to ${train.num_iterations}`,
+  });
+};
+
 export const gae: Estimator = {
   name: "gae",
   doc: "PPO's generalized advantage estimation over the value head's per-token values",
   needs: { columns: ["reward"], perToken: ["values", "turn_idx"], heads: ["value"] },
+  rules: [ppoEpochs],
   advantages(batch, o) {
     const values = batch.values!;
     const advantages = new Float32Array(batch.lossMask.length);

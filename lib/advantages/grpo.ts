@@ -15,7 +15,7 @@ import type { Estimator } from "./types.ts";
 export const grpo: Estimator = {
   name: "grpo",
   doc: "group-normalized outcome reward on every trained token",
-  needs: { columns: ["reward", "group_id"] },
+  needs: { columns: ["reward", "group_id"], groups: true },
   advantages(batch, o) {
     const { adv, zeroStdGroups } = normalize(batch.reward, batch.groups, o.scale_rewards, o.std_eps);
     return {

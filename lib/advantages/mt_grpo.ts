@@ -32,7 +32,11 @@ import type { Estimator } from "./types.ts";
 export const mtGrpo: Estimator = {
   name: "mt_grpo",
   doc: "outcome advantage plus turn_coef x turn advantage on tokens before the first tool result",
-  needs: { columns: ["reward", "turn_reward", "group_id", "tool_calls"], perToken: ["turn_idx"] },
+  needs: {
+    columns: ["reward", "turn_reward", "group_id", "tool_calls"],
+    perToken: ["turn_idx"],
+    groups: true,
+  },
   advantages(batch, o) {
     const turnReward = batch.turnReward!;
     const norm = (v: ArrayLike<number>) => normalize(v, batch.groups, o.scale_rewards, o.std_eps);

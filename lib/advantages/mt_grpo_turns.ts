@@ -61,7 +61,7 @@ function normalizeWithBatchStd(values: Float64Array, all: Float32Array, eps: num
 export const mtGrpoTurns: Estimator = {
   name: "mt_grpo_turns",
   doc: "outcome advantage plus turn_coef x the advantage of each turn's own turn reward",
-  needs: { columns: ["reward", "turn_rewards", "group_id"], perToken: ["turn_idx"] },
+  needs: { columns: ["reward", "turn_rewards", "group_id"], perToken: ["turn_idx"], groups: true },
   advantages(batch, o) {
     const outcome = normalize(batch.reward, batch.groups, o.scale_rewards, o.std_eps);
     const turns = turnAdvantages(batch, o.scale_rewards, o.std_eps);

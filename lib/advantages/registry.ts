@@ -1,10 +1,10 @@
 /**
- * Every advantage estimator by its `mask.estimator` name, and the one place that picks one.
+ * Every advantage estimator by its `mask.estimator` name (the config's choices are these keys), and the
+ * one place that picks one.
  *
  * @module
  */
 
-import type { Estimator as EstimatorName } from "../config/schema.ts";
 import { drGrpo } from "./dr_grpo.ts";
 import { gae } from "./gae.ts";
 import { grpo } from "./grpo.ts";
@@ -13,7 +13,7 @@ import { mtGrpoTurns } from "./mt_grpo_turns.ts";
 import { rloo } from "./rloo.ts";
 import type { Estimator } from "./types.ts";
 
-export const ESTIMATOR_REGISTRY: Readonly<Record<EstimatorName, Estimator>> = {
+export const ESTIMATOR_REGISTRY: Readonly<Record<string, Estimator>> = {
   grpo,
   dr_grpo: drGrpo,
   rloo,
@@ -23,6 +23,8 @@ export const ESTIMATOR_REGISTRY: Readonly<Record<EstimatorName, Estimator>> = {
 };
 
 /** The estimator named in config. */
-export function pickEstimator(name: EstimatorName): Estimator {
-  return ESTIMATOR_REGISTRY[name];
+export function pickEstimator(name: string): Estimator {
+  const estimator = ESTIMATOR_REGISTRY[name];
+  if (!estimator) throw new Error(`no advantage estimator named ${name}`);
+  return estimator;
 }

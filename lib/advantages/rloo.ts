@@ -15,7 +15,7 @@ import type { Estimator } from "./types.ts";
 export const rloo: Estimator = {
   name: "rloo",
   doc: "outcome reward minus the mean of the group's other episodes",
-  needs: { columns: ["reward", "group_id"] },
+  needs: { columns: ["reward", "group_id"], groups: true },
   advantages(batch, o) {
     const { adv, zeroStdGroups } = normalize(
       batch.reward,

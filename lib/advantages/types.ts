@@ -1,13 +1,14 @@
 /**
  * What an advantage estimator is: one record picked once from config by name (`mask.estimator`),
  * holding the function that turns a batch of scored episodes into per-token advantages, the inputs it
- * needs (columns, per-token columns, model heads such as a value head), and the metrics it reports.
- * The mask stage and the trainer loop over `needs` instead of naming GRPO's inputs in each file.
+ * needs (columns, per-token columns, model heads such as a value head, groups of episodes per task), its
+ * config rules, and the metrics it reports. The mask stage, the trainer and the config checks loop over
+ * `needs` and `rules` instead of naming GRPO's inputs or PPO's keys in each file.
  *
  * @module
  */
 
-import type { Estimator as EstimatorName } from "../config/schema.ts";
+import type { ConfigRule } from "../algorithm_rules.ts";
 import type { Groups } from "./groups.ts";
 
 /** Heads beside the language model's an estimator can need. */
@@ -61,13 +62,22 @@ export interface EstimatorOutput {
 
 /** One advantage estimator. */
 export interface Estimator {
-  name: EstimatorName;
+  /** Its `mask.estimator` name. */
+  name: string;
   /** One line: what it computes. */
   doc: string;
   /**
    * Declared inputs: scored-file columns, per-token columns, and the model heads the trainer must train
    * beside the policy (`value`: lib/train/value_head.ts, which also declares the value loss's inputs).
    */
-  needs: { columns?: string[]; perToken?: string[]; heads?: HeadName[] };
+  needs: {
+    columns?: string[];
+    perToken?: string[];
+    heads?: HeadName[];
+    /** It compares the episodes of one task with each other: `rollout.group_size` must be at least 2. */
+    groups?: true;
+  };
+  /** Rules across config keys it needs besides `needs` (run at load by lib/config/cross.ts). */
+  rules?: readonly ConfigRule[];
   advantages(batch: EpisodeBatch, options: AdvantageOptions): EstimatorOutput;
 }

@@ -1,42 +1,72 @@
 /**
  * Rules that involve more than one key. Each rule is a small function that throws a one-line
- * `UserError` naming the key to change; all run in `validateConfig`, before any model loads.
+ * `UserError` naming the key to change; all run in `validateConfig`, before any model loads. The rules of
+ * an algorithm come from its records (lib/advantages/registry.ts, lib/losses/registry.ts): what an
+ * estimator needs and the rules each record declares; none here names an algorithm.
  */
 import { UserError } from "../errors.ts";
-import { type Config, GROUP_ESTIMATORS, WEBGPU_DEFAULTS, WEBGPU_OPTION_NAMES } from "./schema.ts";
+import { type Config, ESTIMATORS, OBJECTIVES, WEBGPU_DEFAULTS, WEBGPU_OPTION_NAMES } from "./schema.ts";
+import { pickEstimator } from "../advantages/registry.ts";
+import { policyLossNamed } from "../losses/registry.ts";
 import { checkMcpServers } from "./sections/mcp.ts";
 
 type Rule = (config: Config) => void;
 
-/** GRPO-style estimators compare samples of one task: a group of one has no baseline. */
+/** An estimator that compares the episodes of one task (its record's `needs.groups`) needs two of them. */
 const groupSize: Rule = ({ rollout, mask }) => {
-  if (GROUP_ESTIMATORS.includes(mask.estimator) && rollout.group_size < 2) {
+  if (pickEstimator(mask.estimator).needs.groups && rollout.group_size < 2) {
+    const alone = ESTIMATORS.filter((name) => !pickEstimator(name).needs.groups);
     throw new UserError("config key rollout.group_size", {
       value: rollout.group_size,
       why: `mask.estimator ${mask.estimator} compares episodes within a group, so it needs at least 2`,
-      fix: "set rollout.group_size to 2 or more (8 is typical), or mask.estimator to gae",
+      fix: `set rollout.group_size to 2 or more (8 is typical), or mask.estimator to ${alone.join(" or ")}`,
     });
   }
 };
 
 /**
- * PPO (mask.estimator gae) trains a value head beside the clipped policy loss, over `train.ppo_epochs`
- * epochs of minibatches: sft trains no head, and GRPO's passes (num_iterations) are not PPO's epochs.
+ * The heads an estimator needs (PPO's value head: gae) train beside the policy loss, so the loss must take
+ * them (its record's `takesHeads`).
  */
-const ppoKeys: Rule = ({ mask, train }) => {
-  if (mask.estimator !== "gae") return;
-  if (train.loss.objective !== "clipped") {
-    throw new UserError("config key train.loss.objective", {
-      value: train.loss.objective,
-      why: "mask.estimator gae (PPO) trains a value head beside the clipped policy loss; sft trains none",
-      fix: "set train.loss.objective to clipped, or mask.estimator to another estimator",
+const headsTrain: Rule = ({ mask, train }) => {
+  const heads = pickEstimator(mask.estimator).needs.heads ?? [];
+  if (heads.length === 0 || policyLossNamed(train.loss.objective).takesHeads) return;
+  const taking = OBJECTIVES.filter((name) => policyLossNamed(name).takesHeads);
+  throw new UserError("config key train.loss.objective", {
+    value: train.loss.objective,
+    why:
+      `mask.estimator ${mask.estimator} trains a ${heads.join(" and ")} head beside the policy loss, and ` +
+      `${train.loss.objective} trains none`,
+    fix: `set train.loss.objective to ${taking.join(" or ")}, or mask.estimator to another estimator`,
+  });
+};
+
+/** The rules the estimator's and the loss's records declare (lib/algorithm_rules.ts). */
+const algorithmRules: Rule = (config) => {
+  const rules = [
+    ...(pickEstimator(config.mask.estimator).rules ?? []),
+    ...(policyLossNamed(config.train.loss.objective).rules ?? []),
+  ];
+  for (const rule of rules) rule(config);
+};
+
+/** The overlong reward's soft zone lies inside its limit, and the limit is one an episode can reach. */
+const overlongLengths: Rule = ({ score, rollout }) => {
+  if (score.rewards.overlong === undefined) return;
+  const { max_tokens, cache_tokens } = score.overlong;
+  if (cache_tokens >= max_tokens) {
+    throw new UserError("config key score.overlong.cache_tokens", {
+      value: cache_tokens,
+      why: `it must be below score.overlong.max_tokens (${max_tokens}): the soft zone ends there`,
+      fix: "lower score.overlong.cache_tokens or raise score.overlong.max_tokens",
     });
   }
-  if (train.num_iterations !== 1) {
-    throw new UserError("config key train.num_iterations", {
-      value: train.num_iterations,
-      why: "with mask.estimator gae (PPO) the passes over a batch are train.ppo_epochs, in minibatches",
-      fix: `set train.num_iterations to 1 and train.ppo_epochs to ${train.num_iterations}`,
+  const budget = rollout.generation.max_total_tokens;
+  if (max_tokens > budget) {
+    throw new UserError("config key score.overlong.max_tokens", {
+      value: max_tokens,
+      why: `above rollout.generation.max_total_tokens (${budget}): no episode can sample that many tokens`,
+      fix: `set score.overlong.max_tokens to ${budget} or less`,
     });
   }
 };
@@ -204,8 +234,10 @@ const demoHeads: Rule = ({ demo: { model } }) => {
 /** Every cross-field rule, run in this order. */
 const RULES: Rule[] = [
   groupSize,
-  ppoKeys,
+  headsTrain,
+  algorithmRules,
   turnFitsContext,
+  overlongLengths,
   sandboxOptIn,
   readFileRoot,
   mcpServers,

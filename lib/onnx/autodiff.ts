@@ -75,6 +75,7 @@ export function backward(
 function dependents(nodes: readonly NodeRecord[], wrt: readonly Value[]): Set<string> {
   const live = new Set(wrt.map((v) => v.name));
   for (const node of nodes) {
+    if (node.stopsGradient) continue; // detach: its outputs are constants to the walk
     const nondiff = entryOf(node)?.nondiff ?? [];
     const reached = node.inputs.some((v, i) => v && !nondiff.includes(i) && live.has(v.name)) ||
       capturesLive(node, live);

@@ -47,6 +47,8 @@ export interface NodeRecord {
   readonly inputs: readonly (Value | null)[];
   readonly outputs: readonly Value[];
   readonly attrs: Readonly<Record<string, AttrValue>>;
+  /** A stop-gradient (`detach`): autodiff treats its outputs as constants. */
+  readonly stopsGradient?: true;
 }
 
 /** Options of `GraphBuilder.op`. */
@@ -59,6 +61,8 @@ export interface OpOptions {
   dtype?: DType | readonly (DType | undefined)[];
   /** Output shape(s) for tracking, where known. */
   shape?: readonly Dim[] | readonly (readonly Dim[] | undefined)[];
+  /** Autodiff passes no gradient through this node (`detach`, lib/onnx/detach.ts). */
+  stopsGradient?: true;
 }
 
 /** Options of `GraphBuilder.toModel`. */
@@ -241,7 +245,7 @@ export class GraphBuilder {
         : pick(options.dtype, i) ?? inputs.find((v) => v)?.dtype;
       outputs.push({ name, dtype, shape: pickShape(options.shape, i) });
     }
-    this.record(opType, options.domain ?? "", nodeName, inputs, outputs, attrs);
+    this.record(opType, options.domain ?? "", nodeName, inputs, outputs, attrs, options.stopsGradient);
     return outputs;
   }
 
@@ -345,6 +349,7 @@ export class GraphBuilder {
     inputs: readonly Input[],
     outputs: Value[],
     attrs: AttrMap,
+    stopsGradient?: true,
   ): Value {
     const node: NodeRecord = {
       opType,
@@ -353,6 +358,7 @@ export class GraphBuilder {
       inputs: inputs.map((v) => v ?? null),
       outputs,
       attrs: normalizeAttrs(attrs),
+      ...(stopsGradient ? { stopsGradient } : {}),
     };
     this.nodes.push(node);
     for (const out of outputs) this.produced.set(out.name, node);

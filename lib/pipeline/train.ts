@@ -104,19 +104,22 @@ export function stepSettingsOf(config: Config, batch: StageFile): StepSettings {
     ...(ppo ? { ppo } : {}),
     rolloutIs: c.loss.rollout_is === "none" || !readsOld
       ? undefined
-      : { mode: c.loss.rollout_is, cap: c.loss.rollout_is_cap },
+      : { mode: c.loss.rollout_is, level: c.loss.rollout_is_level, cap: c.loss.rollout_is_cap },
   };
 }
 
 /** The loss scalars of `train` (the temperature is the batch's: its sampling temperature). */
 export function trainScalarsOf(config: Config): LossScalars {
   const { train: c } = config;
-  const valueHead = algorithmOf(config).valueLoss !== undefined;
+  const spec = algorithmOf(config);
+  const valueHead = spec.valueLoss !== undefined;
+  const declared = policyLossOf(spec).scalars.map(({ key }) => [key, lossScalar(config, key)]);
   return {
     temperature: config.rollout.generation.temperature,
     epsLow: c.loss.eps_low,
     epsHigh: c.loss.eps_high,
     beta: c.loss.beta,
+    loss: Object.fromEntries(declared),
     ...(valueHead ? { vfCoef: c.value.vf_coef, valueClip: c.value.clip ?? 0 } : {}),
   };
 }
@@ -183,11 +186,12 @@ function ppoColumns(rows: StepMetrics[]): Record<string, Float64Array> {
   return Object.fromEntries(keys.map((k) => [k, Float64Array.from(rows, (r) => r.ppo?.[k] ?? NaN)]));
 }
 
-/** With train.loss.rollout_is on: `rollout_logprob_diff` and `rollout_is_clip_frac` (rollout_is.ts). */
+/** With train.loss.rollout_is on: `rollout_logprob_diff`, `rollout_kl`, `rollout_is_clip_frac` (rollout_is.ts). */
 function mismatchColumns(rows: StepMetrics[]): Record<string, Float64Array> {
   if (!rows.some((r) => r.rolloutIs)) return {};
   return {
     rollout_logprob_diff: Float64Array.from(rows, (r) => r.rolloutIs?.rollout_logprob_diff ?? NaN),
+    rollout_kl: Float64Array.from(rows, (r) => r.rolloutIs?.rollout_kl ?? NaN),
     rollout_is_clip_frac: Float64Array.from(rows, (r) => r.rolloutIs?.rollout_is_clip_frac ?? NaN),
   };
 }
@@ -195,9 +199,9 @@ function mismatchColumns(rows: StepMetrics[]): Record<string, Float64Array> {
 /** One optimizer step's numbers, as progress lines show them. */
 export function stepLine(m: StepMetrics): string {
   const mismatch = m.rolloutIs
-    ? ` |Δ old| ${m.rolloutIs.rollout_logprob_diff.toExponential(2)} is_clip ${
-      m.rolloutIs.rollout_is_clip_frac.toFixed(3)
-    }`
+    ? ` |Δ old| ${m.rolloutIs.rollout_logprob_diff.toExponential(2)} kl ${
+      m.rolloutIs.rollout_kl.toExponential(2)
+    } is_clip ${m.rolloutIs.rollout_is_clip_frac.toFixed(3)}`
     : "";
   const ppo = m.ppo
     ? ` | epoch ${m.ppo.epoch} vloss ${m.ppo.value_loss.toFixed(4)} approx_kl ${
@@ -209,4 +213,9 @@ export function stepLine(m: StepMetrics): string {
     `grad_norm ${m.grad_norm.toFixed(4)} lr ${m.lr.toExponential(2)} tokens ${m.tokens} ${
       m.seconds.toFixed(1)
     }s${mismatch}${ppo}`;
+}
+
+/** `train.loss.<key>`, a scalar a loss declares (config checked it against the declaration). */
+function lossScalar(config: Config, key: string): number {
+  return (config.train.loss as unknown as Readonly<Record<string, number>>)[key];
 }

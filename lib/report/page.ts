@@ -117,6 +117,11 @@ function metricCharts(metrics: RunMetrics | null): string {
     stacked("tool_status", "Tool calls by status", "tool_status_"),
     line("zero_std", "Groups with zero reward spread", ["frac_zero_std_groups"], [0, 1]),
     line("loss", "Loss", ["loss", "pg_loss"]),
+    line("rollout_mismatch", "Sampler–trainer mismatch (train.loss.rollout_is)", [
+      "rollout_logprob_diff",
+      "rollout_kl",
+      "rollout_is_clip_frac",
+    ]),
     stacked("seconds", "Seconds per stage", "seconds_"),
   ].join("");
 }

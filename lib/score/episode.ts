@@ -101,6 +101,7 @@ export function readEpisodes(file: StageFile): Episode[] {
       toolCalls,
       finishReason: String(finish.get(row)),
       numTurns: Number((turns as Vector).get(row)),
+      sampledTokens: sumOf(file.listAt("sampled", row)),
     });
   }
   return episodes;
@@ -122,4 +123,10 @@ function lastAssistant(messages: EpisodeMessage[]): string {
     if (messages[i]?.role === "assistant") return turnText(messages[i]);
   }
   return "";
+}
+
+function sumOf(values: ArrayLike<number>): number {
+  let sum = 0;
+  for (let i = 0; i < values.length; i++) sum += values[i];
+  return sum;
 }

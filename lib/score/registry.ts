@@ -18,6 +18,7 @@ import { exactMatch } from "./exact_match.ts";
 import { format } from "./format.ts";
 import { gsm8k } from "./gsm8k.ts";
 import { judge } from "./judge/judge.ts";
+import { overlong } from "./overlong.ts";
 import { toolUse } from "./tool_use.ts";
 import type { RewardFn } from "./types.ts";
 
@@ -30,6 +31,7 @@ export const REWARDS: Readonly<Record<RewardName, RewardFn>> = {
   tool_use: toolUse,
   judge,
   agent,
+  overlong,
 };
 
 const SNAKE = /^[a-z0-9]+(?:_[a-z0-9]+)*$/;

@@ -168,6 +168,7 @@ export async function scoreColumns(
   const ctx: RewardContext = {
     sandbox,
     codeTimeoutMs: o.config.code_timeout_s * 1000,
+    overlong: { maxTokens: o.config.overlong.max_tokens, cacheTokens: o.config.overlong.cache_tokens },
     judge: { config: o.config.judge, defaultCacheDir: o.judgeCacheDir ?? null, inputs: o.inputs, log: o.log },
   };
   const columns: Record<string, ColumnInput> = {};

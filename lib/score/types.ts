@@ -50,6 +50,8 @@ export interface Episode {
   /** stop | length | truncated | max_turns | tool_budget | env_done. */
   finishReason: string;
   numTurns: number;
+  /** Tokens the policy sampled, every turn together (the rollout's `sampled` flags). */
+  sampledTokens: number;
 }
 
 /** What a reward says about one episode. */
@@ -82,6 +84,8 @@ export interface RewardContext {
   sandbox?: Sandbox;
   /** Wall-clock limit for running code, in milliseconds. */
   codeTimeoutMs: number;
+  /** The overlong reward's lengths (`score.overlong`): L_max and the soft zone L_cache before it. */
+  overlong?: { maxTokens: number; cacheTokens: number };
   /** The judge's settings (always present when the stage runs the judge reward). */
   judge?: JudgeContext;
 }

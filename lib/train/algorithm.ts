@@ -1,6 +1,6 @@
 /**
  * The algorithm record the trainer is built from: the policy loss picked by `train.loss.objective`
- * (objective.ts), whether its KL term is on, and the heads the advantage estimator declares
+ * (lib/losses/registry.ts), whether its KL term is on, and the heads the advantage estimator declares
  * (`mask.estimator`'s `needs.heads`: gae declares the value head, value_head.ts, with its loss variant
  * picked by `train.value.clip`). It says which per-token inputs the train graph takes, in graph-input
  * order; the batch builder (episodes.ts), the micro-batches (batch.ts), the train graph
@@ -14,12 +14,14 @@
 
 import type { Config } from "../config/schema.ts";
 import { ESTIMATOR_REGISTRY } from "../advantages/registry.ts";
-import { POLICY_LOSSES, type PolicyLoss, type PolicyLossName, type TokenInput } from "./objective.ts";
+import type { PolicyLoss, TokenInput } from "../losses/types.ts";
+import { policyLossNamed } from "../losses/registry.ts";
 import { VALUE_LOSSES, type ValueLoss } from "./value_head.ts";
 
 /** What decides the train graph's per-token inputs and heads. */
 export interface AlgorithmSpec {
-  objective: PolicyLossName;
+  /** `train.loss.objective`: a name registered in lib/losses/registry.ts. */
+  objective: string;
   /** Whether the loss has its KL term (train.loss.beta > 0): the reference input and pass. */
   withReference: boolean;
   /** The value head's loss variant, or absent for no value head. */
@@ -29,7 +31,7 @@ export interface AlgorithmSpec {
 /** The algorithm of a configuration: `train.loss`, `train.value.clip` and `mask.estimator`'s heads. */
 export function algorithmOf(config: Pick<Config, "train" | "mask">): AlgorithmSpec {
   const { train, mask } = config;
-  const loss = POLICY_LOSSES[train.loss.objective];
+  const loss = policyLossNamed(train.loss.objective);
   const heads = loss.takesHeads ? ESTIMATOR_REGISTRY[mask.estimator].needs.heads ?? [] : [];
   return {
     objective: train.loss.objective,
@@ -40,7 +42,7 @@ export function algorithmOf(config: Pick<Config, "train" | "mask">): AlgorithmSp
 
 /** The policy loss of `spec`. */
 export function policyLossOf(spec: AlgorithmSpec): PolicyLoss {
-  return POLICY_LOSSES[spec.objective];
+  return policyLossNamed(spec.objective);
 }
 
 /** The value loss of `spec`, when it has a value head. */

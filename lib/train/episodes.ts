@@ -17,7 +17,7 @@ import { resolveKind } from "../arrow/kinds.ts";
 import type { StageFile } from "../arrow/stage_file.ts";
 import { UserError } from "../errors.ts";
 import type { TrainEpisode } from "./batch.ts";
-import type { TokenInput } from "./objective.ts";
+import type { TokenInput } from "../losses/objective.ts";
 
 /** The batch kind's per-token list columns, from its declaration. */
 const PER_TOKEN = resolveKind("batch").allColumns.filter((c) => c.perToken).map((c) => c.name);

@@ -22,7 +22,7 @@
 import type { GraphBuilder, Value } from "../onnx/builder.ts";
 import { backward } from "../onnx/autodiff.ts";
 import { OPS } from "../onnx/ops.ts";
-import type { Objective, TokenInputs } from "./objective.ts";
+import type { Objective, TokenInputs } from "../losses/objective.ts";
 import { shaped } from "./attention.ts";
 import type { LogSoftmaxFn } from "../model/graph/head.ts";
 
@@ -37,9 +37,8 @@ export interface HeadLossInputs {
   /** The objective's declared per-token inputs by name, each `[N]`, in graph-input order. */
   inputs: Readonly<Record<string, Value>>;
   invT: Value; // []
-  epsLow: Value;
-  epsHigh: Value;
-  beta: Value;
+  /** The loss's declared scalars by key, each `[]`. */
+  scalars: Readonly<Record<string, Value>>;
   chunk: Value; // int64 []: rows per chunk, divides N
 }
 
@@ -161,9 +160,7 @@ function chunkStep(
   const inputs: TokenInputs = {
     inputs: rows.inputs,
     logprobs,
-    epsLow: x.epsLow,
-    epsHigh: x.epsHigh,
-    beta: x.beta,
+    scalars: x.scalars,
   };
   const parts = objective(b, inputs);
   const loss = ReduceSum.emit(b, Mul.emit(b, rows.weights, parts.loss), [0], { keepdims: false }); // []

@@ -15,7 +15,7 @@ import {
   type TrainEpisode,
   unshift,
 } from "./batch.ts";
-import { OLD_LOGPROBS, type TokenInput } from "./objective.ts";
+import { OLD_LOGPROBS, type TokenInput } from "../losses/objective.ts";
 import type { Tensors } from "./optimizer.ts";
 import { correctedBatch, type RolloutIsStats, trainerLogprobs } from "./rollout_is.ts";
 import type { StepMetrics, StepSettings } from "./step_types.ts";
@@ -162,6 +162,34 @@ export async function prepareBatch(
     ...(s.ppo ? { importance: correctedBatch(episodes, unit, old, s.rolloutIs).weights } : {}),
     mismatch: corrected.stats,
   };
+}
+
+/**
+ * Episodes with the inputs the trainer computes from the current policy before each optimizer step
+ * (`TokenInput.computed`, e.g. GSPO's sequence log-ratio): one pass of the train graph with `params`
+ * gives the log-probs of every trained token (the loss mask's, whatever weight the aggregation or the
+ * sampler–trainer correction gave it) they are computed from. The same episodes, and no pass, when the loss
+ * has none.
+ */
+export async function withComputedInputs(
+  trainer: Trainer,
+  episodes: readonly TrainEpisode[],
+  params: LoraWeights,
+  s: StepSettings,
+): Promise<readonly TrainEpisode[]> {
+  const computed = trainer.tokenInputs.filter((i) => i.computed);
+  if (computed.length === 0) return episodes;
+  const trained = episodes.map((e) => Float32Array.from(e.lossMask, (m, t) => (m && t > 0 ? 1 : 0)));
+  const current = await trainerLogprobs(trainer, episodes, trained, params, s.scalars, s.microBatchTokens);
+  return episodes.map((e, i) => ({
+    ...e,
+    inputs: {
+      ...e.inputs,
+      ...Object.fromEntries(
+        computed.map((c) => [c.name, c.computed!.fromLogprobs(current[i], e, trained[i])]),
+      ),
+    },
+  }));
 }
 
 /** Episodes with the `reference` input: the train graph's log-probs with the adapter off (scale 0). */

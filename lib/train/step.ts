@@ -5,7 +5,9 @@
  * then one optimizer update. The rollout log-probs stay fixed across the passes (GRPO's μ); the
  * reference log-probs (beta > 0) are computed once, before the first pass, with the adapter switched
  * off. With `rolloutIs` the old log-probs are recomputed by the trainer before the first pass and each
- * token's loss weight carries its importance weight (rollout_is.ts). With a value head (PPO), epochs
+ * token's loss weight carries its importance weight (rollout_is.ts). Inputs the loss declares as computed
+ * from the current policy (GSPO's sequence log-ratio) are computed before each pass, with the
+ * parameters of that pass (passes.ts `withComputedInputs`). With a value head (PPO), epochs
  * over shuffled minibatches instead (ppo_step.ts).
  *
  * @module
@@ -16,7 +18,7 @@ import { shuffled } from "../data/random.ts";
 import { planMicroBatches, type TrainEpisode } from "./batch.ts";
 import { clipGradNorm, type OptimizerState, optimizerStep } from "./optimizer.ts";
 import type { Trainer } from "./trainer.ts";
-import { accumulate, prepareBatch, stepRow } from "./passes.ts";
+import { accumulate, prepareBatch, stepRow, withComputedInputs } from "./passes.ts";
 import { ppoTrain } from "./ppo_step.ts";
 import { stepLr, type StepMetrics, type StepSettings } from "./step_types.ts";
 import type { ValueState } from "./value_checkpoint.ts";
@@ -41,10 +43,11 @@ export async function trainOnBatch(
   }
   const batch = await prepareBatch(trainer, episodes, params, s, value?.weights);
   if (value && s.ppo) return await ppoTrain(trainer, batch, params, state, value, { ...s, ppo: s.ppo });
-  const batches = planMicroBatches(batch.episodes, batch.weights, s.microBatchTokens, trainer.maxChunk);
   const rows: StepMetrics[] = [];
   for (let pass = 0; pass < s.numIterations; pass++) {
     const started = performance.now();
+    const episodesNow = await withComputedInputs(trainer, batch.episodes, params, s);
+    const batches = planMicroBatches(episodesNow, batch.weights, s.microBatchTokens, trainer.maxChunk);
     const order = shuffled(batches, s.seed + state.step);
     const sums = await accumulate(trainer, order, params, s.scalars);
     const gradNorm = clipGradNorm(sums.grads, s.optimizer.max_grad_norm);

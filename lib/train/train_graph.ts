@@ -11,7 +11,8 @@
  *   input_ids int64 [B, T] · position_ids int64 [B, T] · head_rows int64 [M] (flat positions) ·
  *   targets int64 [M] · loss_weights [M] · the algorithm's per-token inputs [M] each, in the order
  *   algorithm.ts declares them (clipped: old_logprobs, advantages, and ref_logprobs with a reference;
- *   sft: none) · temperature [] · eps_low [] · eps_high [] · beta [] · chunk int64 [] (divides M) ·
+ *   sft: none) · temperature [] · the loss's declared scalars [] each, named by their config keys
+ *   (clipped, gspo, cispo: eps_low, eps_high, beta; sft: none) · chunk int64 [] (divides M) ·
  *   LoRA inputs, one stacked A and one block-diagonal scaled B per group of Linears (lora_groups.ts), in
  *   the compute dtype (in float16 the gradients of the float16 tensors are what float32 inputs cast in
  *   the graph would get, without the Casts)
@@ -53,9 +54,6 @@ export const TRAIN_IO = {
   targets: "targets",
   weights: "loss_weights",
   temperature: "temperature",
-  epsLow: "eps_low",
-  epsHigh: "eps_high",
-  beta: "beta",
   chunk: "chunk",
   logprobs: "logprobs",
   pg: "pg",
@@ -104,7 +102,8 @@ export function buildTrainModel(model: ModelDir, spec: TrainGraphSpec, shared?: 
   const tokenInputs = Object.fromEntries(tokenInputsOf(spec).map((i) => [i.name, rowInput(i.name)]));
   const scalar = (name: string) => g.input(name, "float32", []);
   const temperature = scalar(TRAIN_IO.temperature);
-  const [epsLow, epsHigh, beta] = [scalar(TRAIN_IO.epsLow), scalar(TRAIN_IO.epsHigh), scalar(TRAIN_IO.beta)];
+  // The loss's declared scalars, each a graph input named by its config key (clipped: eps_low, eps_high, beta).
+  const scalars = Object.fromEntries(policyLossOf(spec).scalars.map((s) => [s.key, scalar(s.key)]));
   const chunk = g.input(TRAIN_IO.chunk, "int64", []);
 
   const forms = graphForms(spec.ep, spec.compute);
@@ -128,9 +127,7 @@ export function buildTrainModel(model: ModelDir, spec: TrainGraphSpec, shared?: 
       weights: weightsIn,
       inputs: tokenInputs,
       invT: inverseTemperature(g, temperature),
-      epsLow,
-      epsHigh,
-      beta,
+      scalars,
       chunk,
     },
     headWeight(cfg, weights),

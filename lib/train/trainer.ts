@@ -25,17 +25,22 @@ import type { HostTensor } from "../ort/value.ts";
 import type { MicroBatch } from "./batch.ts";
 import { buildTrainModel, TRAIN_IO, type TrainGraphSpec } from "./train_graph.ts";
 import { ungroupGradients } from "./lora_groups.ts";
-import { tokenInputsOf, valueLossOf } from "./algorithm.ts";
-import type { TokenInput } from "./objective.ts";
+import { policyLossOf, tokenInputsOf, valueLossOf } from "./algorithm.ts";
+import type { TokenInput } from "../losses/objective.ts";
 import type { Tensors } from "./optimizer.ts";
 import { sizeOf, VALUE_IO, valueHeadSpecs } from "./value_head.ts";
 
-/** The run's scalars. */
+/**
+ * The run's scalars. A loss's declared scalars (lib/losses/types.ts `LossScalar`) are fed by key from
+ * `loss`; the three that PPO's clip family shares also have fields of their own, which `loss` overrides.
+ */
 export interface LossScalars {
   temperature: number;
   epsLow: number;
   epsHigh: number;
   beta: number;
+  /** Every declared scalar of the loss by its `train.loss` key (lib/pipeline/train.ts fills it). */
+  loss?: Readonly<Record<string, number>>;
   /** With a value head: the value loss's weight (train.value.vf_coef). */
   vfCoef?: number;
   /** With a value head: the value clip range (train.value.clip; unused by the squared loss). */
@@ -125,12 +130,10 @@ export class Trainer {
       [TRAIN_IO.targets]: i64(mb.targets, head),
       [TRAIN_IO.weights]: f32(mb.weights),
       [TRAIN_IO.temperature]: scalar(s.temperature),
-      [TRAIN_IO.epsLow]: scalar(s.epsLow),
-      [TRAIN_IO.epsHigh]: scalar(s.epsHigh),
-      [TRAIN_IO.beta]: scalar(s.beta),
       [TRAIN_IO.chunk]: i64(BigInt64Array.of(BigInt(mb.chunk)), []),
     };
     for (const input of this.tokenInputs) inputs[input.name] = f32(this.#tokenFeed(mb, input));
+    for (const { key } of policyLossOf(this.spec).scalars) inputs[key] = scalar(scalarValue(s, key));
     const cfg = this.model.config;
     const keys = loraTensorSpecs(cfg, this.spec.lora);
     const groups = loraGroupSpecs(cfg, this.spec.lora).flatMap((spec) => [spec.a, spec.b]);
@@ -216,4 +219,18 @@ export class Trainer {
   async close(): Promise<void> {
     await this.#session.close();
   }
+}
+
+/** The clip family's scalars by key, from their own fields of `LossScalars`. */
+const SHARED_SCALARS: Readonly<Record<string, (s: LossScalars) => number>> = {
+  eps_low: (s) => s.epsLow,
+  eps_high: (s) => s.epsHigh,
+  beta: (s) => s.beta,
+};
+
+/** The value of the declared scalar `key`: from `s.loss`, else the shared fields; missing is a bug. */
+function scalarValue(s: LossScalars, key: string): number {
+  const value = s.loss?.[key] ?? SHARED_SCALARS[key]?.(s);
+  if (value === undefined) throw new Error(`trainer: the loss declares scalar ${key} and none was given`);
+  return value;
 }

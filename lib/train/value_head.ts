@@ -29,7 +29,7 @@ import type { GraphBuilder, Value } from "../onnx/builder.ts";
 import { OPS } from "../onnx/ops.ts";
 import { Rng, streamSeed } from "../model/prng.ts";
 import type { Tensors } from "./optimizer.ts";
-import { clip, type TokenInput } from "./objective.ts";
+import { clip, type TokenInput } from "../losses/objective.ts";
 
 const { Add, Gemm, Greater, Max, Mul, Reshape, Sub, Where } = OPS;
 

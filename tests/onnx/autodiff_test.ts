@@ -13,6 +13,7 @@ import { backward } from "../../lib/onnx/autodiff.ts";
 import { GraphBuilder, type Value } from "../../lib/onnx/builder.ts";
 import { attention, logSoftmax, repeatKv, rmsNorm, rope, swiglu } from "../../lib/onnx/compose.ts";
 import { bindOps } from "../../lib/onnx/ops.ts";
+import { detach } from "../../lib/onnx/detach.ts";
 import { checkGrad, rand, runModel } from "../helpers/grad_check.ts";
 
 /** Forward node names whose rules ran, read from the backward nodes' scopes (`<node>.grad/...`). */
@@ -90,6 +91,34 @@ Deno.test("an intermediate value as wrt gets its total gradient", async () => {
   const out = await runModel(g, { x: f64([1, -2], [2]) });
   assert.deepEqual(Array.from(out.dh.data as Float64Array), [6, -12]); // 2h
   assert.deepEqual(Array.from(out.dx.data as Float64Array), [19, -35]); // 2h·3 + 1 = 18x + 1
+});
+
+Deno.test("detach passes the value and stops the gradient (GSPO's exp(c + x − detach(x)) has gradient e^c)", async () => {
+  const g = new GraphBuilder("detach");
+  const o = bindOps(g);
+  const x = g.input("x", "float64", [3]);
+  const c = g.input("c", "float64", [3]);
+  const product = o.Mul(x, detach(g, o.Exp(x))); // value x·eˣ, gradient eˣ
+  const tied = o.Exp(o.Add(c, o.Sub(x, detach(g, x)))); // value eᶜ, gradient eᶜ
+  const ones = g.constant(new Float64Array([1, 1, 1]), [3]);
+  const [dx] = backward(g, [{ value: product, grad: ones }], [x]);
+  const [dTied] = backward(g, [{ value: tied, grad: ones }], [x]);
+  const [dOnly] = backward(g, [{ value: detach(g, o.Exp(x)), grad: ones }], [x]);
+  assert.equal(dOnly, null, "no gradient reaches x through detach alone");
+  g.output(product, "product");
+  g.output(tied, "tied");
+  g.output(dx!, "dx");
+  g.output(dTied!, "dTied");
+  const xs = [0.5, -1, 2], cs = [0.1, -0.3, 0.7];
+  const out = await runModel(g, { x: f64(xs, [3]), c: f64(cs, [3]) });
+  const close = (name: string, expected: number[]) =>
+    Array.from(out[name].data as Float64Array).forEach((v, i) =>
+      assert.ok(Math.abs(v - expected[i]) < 1e-12, `${name}[${i}] ${v}, expected ${expected[i]}`)
+    );
+  close("product", xs.map((v) => v * Math.exp(v)));
+  close("dx", xs.map((v) => Math.exp(v)));
+  close("tied", cs.map((v) => Math.exp(v)));
+  close("dTied", cs.map((v) => Math.exp(v)));
 });
 
 Deno.test("a contrib op off the path needs no rule; on the path it is named", () => {

@@ -5,6 +5,10 @@
  *
  *   r  = exp(lp - old);  pg = -min(r·A, clip(r, 1-eps_low, 1+eps_high)·A)
  *   kl = exp(ref - lp) - (ref - lp) - 1;  l = pg + beta·kl   (sft: l = -lp)
+ *   gspo:  s = exp(mean_t∈m (lp0 - old)); r = s·exp(lp - lp0); pg as above with r   (GSPO-token)
+ *   cispo: w = clip(exp(lp0 - old), 1-eps_low, 1+eps_high); pg = -w·A·lp
+ *   where lp0 are the log-probs where the gradient is taken (`frozen`): the stop-gradients as constants,
+ *   so central differences around lp0 give the rule's gradient
  *   token_mean: Σ m·l / Σ m · seq_mean_token_mean: mean_i(Σ_t m·l / Σ_t m) over episodes with masked
  *   tokens · seq_mean_token_sum_norm: Σ m·l / (N_episodes · max_response_tokens)
  *
@@ -18,6 +22,8 @@ export interface ObjectiveEpisode {
   advantages: ArrayLike<number>;
   mask: ArrayLike<number>;
   ref?: ArrayLike<number>;
+  /** gspo, cispo: the log-probs at the point the gradient is taken (the stop-gradients' values). */
+  frozen?: ArrayLike<number>;
 }
 
 export interface ObjectiveSettings {
@@ -26,16 +32,32 @@ export interface ObjectiveSettings {
   epsHigh: number;
   beta: number;
   maxResponseTokens: number;
+  /** The policy loss (default clipped; sft by its aggregation name). */
+  loss?: "clipped" | "gspo" | "cispo";
+}
+
+/** GSPO's log s of an episode: the mean over its masked tokens of frozen - old. */
+function seqLogRatio(e: ObjectiveEpisode): number {
+  let sum = 0, count = 0;
+  for (let t = 1; t < e.mask.length; t++) {
+    if (e.mask[t]) (sum += e.frozen![t] - e.old[t]), (count += 1);
+  }
+  return count > 0 ? sum / count : 0;
 }
 
 /** Per-token loss l of token t. */
 function tokenLoss(e: ObjectiveEpisode, t: number, s: ObjectiveSettings): number {
   const lp = e.logprobs[t];
   if (s.aggregation === "sft") return -lp;
-  const r = Math.exp(lp - e.old[t]);
   const a = e.advantages[t];
-  const clipped = Math.min(Math.max(r, 1 - s.epsLow), 1 + s.epsHigh);
-  let l = -Math.min(r * a, clipped * a);
+  const clamp = (r: number) => Math.min(Math.max(r, 1 - s.epsLow), 1 + s.epsHigh);
+  let l: number;
+  if (s.loss === "cispo") {
+    l = -clamp(Math.exp(e.frozen![t] - e.old[t])) * a * lp;
+  } else {
+    const r = s.loss === "gspo" ? Math.exp(seqLogRatio(e) + lp - e.frozen![t]) : Math.exp(lp - e.old[t]);
+    l = -Math.min(r * a, clamp(r) * a);
+  }
   if (s.beta > 0) {
     const d = e.ref![t] - lp;
     l += s.beta * (Math.exp(d) - d - 1);

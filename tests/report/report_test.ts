@@ -22,6 +22,7 @@ const CHARTS = [
   "response_tokens",
   "turns",
   "tool_status",
+  "rollout_mismatch",
   "eval",
 ];
 
@@ -34,7 +35,9 @@ Deno.test("the report has every per-step chart, the eval points and advantage-co
   const lines = count(html, '<path d="M');
   assert.ok(lines >= 6, `line charts are drawn: ${lines} lines`);
   assert.equal(lines, count(html, "<path d="), "every line has points");
-  for (const id of ["reward", "accuracy", "kl", "clip_frac", "entropy", "response_tokens"]) {
+  for (
+    const id of ["reward", "accuracy", "kl", "clip_frac", "entropy", "response_tokens", "rollout_mismatch"]
+  ) {
     const figure = html.split(`data-chart="${id}">`)[1].split("</figure>")[0];
     assert.match(figure, /<path d="M[\d.]+/, `chart ${id} has a line`);
   }

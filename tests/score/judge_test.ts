@@ -277,6 +277,7 @@ Deno.test("the judge's trajectory shows each tool call once, whether content kep
     toolCalls: [],
     finishReason: "stop",
     numTurns: 2,
+    sampledTokens: 20,
   });
   const c = { ...judgeScore("http://x").judge, sees: "trajectory" as const };
   const split = {

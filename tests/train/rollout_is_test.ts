@@ -1,8 +1,10 @@
 /**
  * Trainer-side old log-probs with truncated importance sampling (lib/train/rollout_is.ts): the weights
- * and mismatch statistics equal hand-computed values; with rollouts from the local policy (no mismatch)
- * `truncate` gives the update of `none`; with rollout log-probs perturbed by known amounts, the trainer's
- * metrics and loss equal the formula with the trainer's old log-probs and the capped weights.
+ * and mismatch statistics equal hand-computed values (token and sequence level); with rollouts from the
+ * local policy (no mismatch) `truncate` gives the update of `none`; with recorded log-probs equal to the
+ * trainer's, every mode and level trains bit-identically to the correction off; with rollout log-probs
+ * perturbed by known amounts, the trainer's metrics and loss equal a float64 computation of the rule with
+ * the trainer's old log-probs and the capped or masked weights, at both levels.
  */
 
 import assert from "node:assert/strict";
@@ -92,9 +94,60 @@ Deno.test("correctedBatch: truncate caps rho at C, mask drops rho > C; mean |Δ|
   const mismatch = (1 + 0.5 + 0 + Math.log(1.5)) / 4;
   assert.ok(Math.abs(truncate.stats.rollout_logprob_diff - mismatch) < 1e-6);
   assert.equal(truncate.stats.rollout_is_clip_frac, 0.25);
+  const kl = diffs.reduce((a, d) => a + Math.exp(d) - 1 - d, 0) / 4;
+  assert.ok(Math.abs(truncate.stats.rollout_kl - kl) < 1e-6, `k3 ${truncate.stats.rollout_kl} vs ${kl}`);
   const mask = correctedBatch([episode], weights, oldTrainer, { mode: "mask", cap: 2 });
   near(mask.weights[0], [0, 0, 0.25 * Math.exp(-0.5), 0.25, 0.375]);
   assert.deepEqual(mask.stats, truncate.stats);
+  // Sequence level: one ρ for the episode, exp(Σ δ) = e^(0.5 + log 1.5) ≈ 2.47.
+  const rho = Math.exp(diffs.reduce((a, d) => a + d, 0));
+  const seqTruncate = correctedBatch([episode], weights, oldTrainer, {
+    mode: "truncate",
+    level: "sequence",
+    cap: 3,
+  });
+  near(seqTruncate.weights[0], [0, 0.25 * rho, 0.25 * rho, 0.25 * rho, 0.25 * rho]);
+  assert.equal(seqTruncate.stats.rollout_is_clip_frac, 0);
+  const seqCapped = correctedBatch([episode], weights, oldTrainer, {
+    mode: "truncate",
+    level: "sequence",
+    cap: 2,
+  });
+  near(seqCapped.weights[0], [0, 0.5, 0.5, 0.5, 0.5]);
+  assert.equal(seqCapped.stats.rollout_is_clip_frac, 1);
+  const seqMask = correctedBatch([episode], weights, oldTrainer, { mode: "mask", level: "sequence", cap: 2 });
+  near(seqMask.weights[0], [0, 0, 0, 0, 0]);
+  assert.ok(Math.abs(seqMask.stats.rollout_kl - kl) < 1e-6, "the KL estimate is per token at either level");
+});
+
+Deno.test("with recorded log-probs equal to the trainer's, every mode and level trains bit-identically to none", async () => {
+  await withTrainer(async (trainer, dir) => {
+    const adapter = randomAdapter(trainer.model.config, SPEC, 9, 0.2);
+    const local = await localEpisodes(dir, adapter.weights);
+    const weights = aggregationWeights(local, "token_mean", MAX_RESPONSE);
+    const old = await trainerLogprobs(trainer, local, weights, adapter.weights, settings().scalars, 64);
+    const equal: TrainEpisode[] = local.map((e, i) => ({
+      ...e,
+      inputs: { ...e.inputs, old_logprobs: old[i].map((v, t) => (weights[i][t] === 0 ? 0 : v)) },
+    }));
+    const off = copy(adapter.weights);
+    const [a] = await trainOnBatch(trainer, equal, off, initOptimizerState("sgd", off), settings());
+    const rules: RolloutIs[] = [
+      { mode: "mask", level: "sequence", cap: 3 },
+      { mode: "truncate", level: "sequence", cap: 3 },
+      { mode: "mask", level: "token", cap: 2 },
+      { mode: "truncate", level: "token", cap: 2 },
+    ];
+    for (const rule of rules) {
+      const on = copy(adapter.weights);
+      const [b] = await trainOnBatch(trainer, equal, on, initOptimizerState("sgd", on), settings(rule));
+      const label = `${rule.mode} ${rule.level}`;
+      assert.equal(b.rolloutIs!.rollout_logprob_diff, 0, label);
+      assert.equal(b.rolloutIs!.rollout_kl, 0, label);
+      assert.equal(b.loss, a.loss, `${label}: the same loss bit for bit`);
+      for (const [k, x] of off) assert.deepEqual(on.get(k), x, `${label}: ${k} bit for bit`);
+    }
+  });
 });
 
 Deno.test("with the local policy's log-probs (no mismatch), truncate gives the update of none", async () => {
@@ -150,33 +203,50 @@ Deno.test("with rollout log-probs off by known amounts, the weights and mismatch
       },
     }));
     const expectedDiff = deltas.reduce((a, d) => a + Math.abs(d), 0) / deltas.length;
-    const expectedClip = deltas.filter((d) => Math.exp(d) > 2).length / deltas.length;
-    for (const mode of ["truncate", "mask"] as const) {
-      const params = copy(adapter.weights);
-      const [m] = await trainOnBatch(
-        trainer,
-        shifted,
-        params,
-        initOptimizerState("sgd", params),
-        settings({ mode, cap: 2 }),
-      );
-      assert.ok(Math.abs(m.rolloutIs!.rollout_logprob_diff - expectedDiff) < 1e-5, `${mode} |Δ|`);
-      assert.ok(Math.abs(m.rolloutIs!.rollout_is_clip_frac - expectedClip) < 1e-9, `${mode} clipped`);
-      // First pass: the PPO ratio is exp(lp − old_trainer) = 1, so pg = −Σ weight · w(ρ) · A.
-      let expected = 0, k = 0;
-      shifted.forEach((e, i) =>
-        weights[i].forEach((w, t) => {
-          if (w === 0) return;
-          const rho = Math.exp(deltas[k++]);
-          const is = mode === "truncate" ? Math.min(rho, 2) : rho > 2 ? 0 : rho;
-          expected -= w * is * e.inputs.advantages[t];
-        })
-      );
-      assert.ok(
-        Math.abs(m.pg_loss - expected) < 1e-5 * Math.abs(expected),
-        `${mode} pg ${m.pg_loss} vs ${expected}`,
-      );
-      assert.equal(m.clip_frac, 0, "no PPO clipping at ratio 1");
+    const expectedKl = deltas.reduce((a, d) => a + Math.exp(d) - 1 - d, 0) / deltas.length;
+    // Each trained token's ρ in float64: its own (token level) or its episode's exp(Σ δ) (sequence level).
+    const rhos = (level: "token" | "sequence") => {
+      let k = 0;
+      return weights.map((ws) => {
+        const own = Array.from(ws, (w) => (w === 0 ? NaN : deltas[k++]));
+        const sum = own.reduce((a, d) => (Number.isNaN(d) ? a : a + d), 0);
+        return own.map((d) => (Number.isNaN(d) ? NaN : Math.exp(level === "sequence" ? sum : d)));
+      });
+    };
+    for (const [level, cap] of [["token", 2], ["sequence", 10]] as const) {
+      const rho = rhos(level);
+      const trained = rho.flat().filter((r) => !Number.isNaN(r));
+      const expectedClip = trained.filter((r) => r > cap).length / trained.length;
+      assert.ok(expectedClip > 0 && expectedClip < 1, `${level}: some ratios above the cap, some below`);
+      for (const mode of ["truncate", "mask"] as const) {
+        const params = copy(adapter.weights);
+        const [m] = await trainOnBatch(
+          trainer,
+          shifted,
+          params,
+          initOptimizerState("sgd", params),
+          settings({ mode, level, cap }),
+        );
+        const label = `${mode} ${level}`;
+        assert.ok(Math.abs(m.rolloutIs!.rollout_logprob_diff - expectedDiff) < 1e-5, `${label} |Δ|`);
+        assert.ok(Math.abs(m.rolloutIs!.rollout_kl - expectedKl) < 1e-5, `${label} KL`);
+        assert.ok(Math.abs(m.rolloutIs!.rollout_is_clip_frac - expectedClip) < 1e-9, `${label} clipped`);
+        // First pass: the PPO ratio is exp(lp − old_trainer) = 1, so pg = −Σ weight · w(ρ) · A.
+        let expected = 0;
+        shifted.forEach((e, i) =>
+          weights[i].forEach((w, t) => {
+            if (w === 0) return;
+            const r = rho[i][t];
+            const is = mode === "truncate" ? Math.min(r, cap) : r > cap ? 0 : r;
+            expected -= w * is * e.inputs.advantages[t];
+          })
+        );
+        assert.ok(
+          Math.abs(m.pg_loss - expected) < 1e-5 * Math.abs(expected),
+          `${label} pg ${m.pg_loss} vs ${expected}`,
+        );
+        assert.equal(m.clip_frac, 0, "no PPO clipping at ratio 1");
+      }
     }
   });
 });

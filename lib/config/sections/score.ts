@@ -1,6 +1,8 @@
 /** Schema of the `score` (rewards) and `mask` (advantages, loss masks) sections (see schema.ts). */
 import { bool, choice, float, int, listOf, weights } from "../fields.ts";
 import { judge } from "./judge.ts";
+import { ESTIMATOR_REGISTRY } from "../../advantages/registry.ts";
+import { MAX_CONTEXT } from "./run.ts";
 export const REWARD_NAMES = [
   "gsm8k",
   "code_exec",
@@ -9,10 +11,10 @@ export const REWARD_NAMES = [
   "tool_use",
   "judge",
   "agent",
+  "overlong",
 ] as const;
-export const ESTIMATORS = ["grpo", "dr_grpo", "rloo", "mt_grpo", "mt_grpo_turns", "gae"] as const;
-/** Estimators that compare samples within a group and so need at least two per task. */
-export const GROUP_ESTIMATORS: readonly string[] = ["grpo", "dr_grpo", "rloo", "mt_grpo", "mt_grpo_turns"];
+/** The advantage estimators' names: lib/advantages/registry.ts's records (each declares what it needs). */
+export const ESTIMATORS: readonly string[] = Object.keys(ESTIMATOR_REGISTRY);
 export const REWARD_SCALES = ["group", "batch", "none"] as const;
 export const LOSS_MASK_SOURCES = ["sampled", "roles"] as const;
 export const GAE_UNITS = ["token", "turn"] as const;
@@ -68,6 +70,22 @@ export const score = {
     }),
   },
   judge,
+  /** The overlong reward (lib/score/overlong.ts): DAPO's soft overlong punishment. */
+  overlong: {
+    max_tokens: int({
+      default: 1024,
+      min: 2,
+      max: MAX_CONTEXT,
+      doc: "overlong reward: L_max, the sampled tokens (all turns) above which it is -1 (DAPO's max " +
+        "response length; at most rollout.generation.max_total_tokens)",
+    }),
+    cache_tokens: int({
+      default: 256,
+      min: 1,
+      max: MAX_CONTEXT,
+      doc: "overlong reward: L_cache, the soft zone before max_tokens where it falls linearly from 0 to -1",
+    }),
+  },
 };
 
 export const mask = {

@@ -1,14 +1,17 @@
 /** Schema of the `train` section: LoRA, optimizer, schedule, loss (see schema.ts). */
-import { bool, choice, float, int, listOf, subset } from "../fields.ts";
+import { bool, choice, type Field, float, int, listOf, subset } from "../fields.ts";
+import { eachPolicyLoss, POLICY_LOSS_NAMES } from "../../losses/registry.ts";
+import { BETA, EPS_HIGH, EPS_LOW } from "../../losses/objective.ts";
 import { MAX_CONTEXT } from "./run.ts";
 
 export const LORA_TARGETS = ["q", "k", "v", "o", "gate", "up", "down"] as const;
 export const OPTIMIZERS = ["adamw", "sgd"] as const;
 export const SCHEDULES = ["constant", "cosine", "linear"] as const;
 export const AGGREGATIONS = ["token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm"] as const;
-/** Policy losses (lib/train/objective.ts): clipped surrogate, or supervised negative log-likelihood. */
-export const OBJECTIVES = ["clipped", "sft"] as const;
+/** Policy losses: the names registered in lib/losses/registry.ts (a live list: a loss registered later is a choice). */
+export const OBJECTIVES: readonly string[] = POLICY_LOSS_NAMES;
 export const ROLLOUT_IS = ["none", "truncate", "mask"] as const;
+export const ROLLOUT_IS_LEVELS = ["token", "sequence"] as const;
 
 const lora = {
   r: int({ default: 16, min: 1, max: 4096, doc: "LoRA rank" }),
@@ -71,7 +74,9 @@ const loss = {
     choices: OBJECTIVES,
     default: "clipped",
     doc: "the policy loss: clipped (PPO's clipped surrogate, GRPO and its relatives) | sft " +
-      "(negative log-likelihood of the masked tokens, a supervised warm start)",
+      "(negative log-likelihood of the masked tokens, a supervised warm start) | gspo (GSPO-token: the " +
+      "clip on the length-normalised sequence ratio; set eps_low 3e-4, eps_high 4e-4) | cispo (REINFORCE " +
+      "weighted by the clipped, detached ratio); docs/algorithms.md",
   }),
   aggregation: choice({
     choices: AGGREGATIONS,
@@ -81,18 +86,10 @@ const loss = {
       sft: "set train.loss.objective: sft and train.loss.aggregation: token_mean (sft is an objective now)",
     },
   }),
-  eps_low: float({ default: 0.2, min: 0, max: 1, maxOpen: true, doc: "ratio clip below: 1 - eps_low" }),
-  eps_high: float({
-    default: 0.2,
-    min: 0,
-    max: 10,
-    doc: "ratio clip above: 1 + eps_high (DAPO's clip-higher uses 0.28)",
-  }),
-  beta: float({
-    default: 0.0,
-    min: 0,
-    doc: "k3 KL weight against the base model (adapter off); 0 = no reference pass",
-  }),
+  // The clip family's scalars, declared by the losses that read them (lib/losses/objective.ts).
+  eps_low: float(EPS_LOW),
+  eps_high: float(EPS_HIGH),
+  beta: float(BETA),
   max_response_tokens: int({
     default: null,
     nullable: true,
@@ -102,17 +99,34 @@ const loss = {
   }),
   rollout_is: choice({
     choices: ROLLOUT_IS,
-    default: "none",
-    doc: "trainer recomputes the old log-probs and weights each token by rho = exp(old_trainer - " +
-      "old_rollout): none (use the rollout's) | truncate (min(rho, cap)) | mask (drop rho > cap); " +
-      "for rollouts on servers, see docs/serving.md",
+    default: "mask",
+    doc: "sampler-trainer correction: the trainer recomputes the old log-probs and weights each token by " +
+      "rho = exp(old_trainer - old_rollout) (per token, or per episode: rollout_is_level): none (use the " +
+      "rollout's) | truncate (min(rho, cap), TIS) | mask (drop rho > cap); bit-identical to none when they " +
+      "agree; see docs/algorithms.md",
+  }),
+  rollout_is_level: choice({
+    choices: ROLLOUT_IS_LEVELS,
+    default: "sequence",
+    doc:
+      "rho of rollout_is: token (each token's own) | sequence (exp of the sum over the episode's trained " +
+      "tokens, TRL's default sequence_mask)",
   }),
   rollout_is_cap: float({
-    default: 2.0,
+    default: 3.0,
     min: 1,
-    doc: "C, the largest importance weight rho kept by rollout_is",
+    doc: "C, the largest importance weight rho kept by rollout_is (TRL's default 3)",
   }),
 };
+
+/**
+ * Every scalar a registered loss declares is a `train.loss` key with the loss's range, default and doc;
+ * those of a loss registered after this module loaded are added then (a loss in a test, a plug-in).
+ */
+eachPolicyLoss(({ scalars }) => {
+  const section = loss as unknown as Record<string, Field<unknown>>;
+  for (const scalar of scalars) section[scalar.key] ??= float(scalar);
+});
 
 /** PPO's value head (mask.estimator gae): lib/train/value_head.ts. */
 const value = {

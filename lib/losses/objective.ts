@@ -1,9 +1,11 @@
 /**
- * The policy losses of docs/DESIGN.md ("The objective"), as records picked once by name
- * (`train.loss.objective`) from `POLICY_LOSSES`, never an `if` inside a loss. Each record declares the
- * per-token inputs it reads (a batch column → a train-graph input) and builds its per-token loss as a
- * graph composition; the batch builder, the micro-batches, the train graph's inputs and the trainer's
- * feeds loop over those declarations (algorithm.ts), so no file of the trainer names them.
+ * The policy losses' shared parts (the declared inputs, PPO's clip, the k3 KL term) and the two first
+ * losses of docs/DESIGN.md ("The objective"), each a record (types.ts) registered by name
+ * (`train.loss.objective`) in registry.ts, never an `if` inside a loss. Each record declares the
+ * per-token inputs it reads (a batch column → a train-graph input, or one the trainer computes) and
+ * builds its per-token loss as a graph composition; the batch builder, the micro-batches, the train
+ * graph's inputs and the trainer's feeds loop over those declarations (algorithm.ts), so no file of the
+ * trainer names them. GSPO is gspo.ts, CISPO cispo.ts.
  *
  *   clipped:  r   = exp(lp - old)
  *             pg  = -min(r · A, clip(r, 1 - eps_low, 1 + eps_high) · A)
@@ -29,19 +31,11 @@
 
 import type { GraphBuilder, Value } from "../onnx/builder.ts";
 import { OPS } from "../onnx/ops.ts";
+import type { LossScalar, Objective, PolicyLoss, TokenInput, TokenInputs, TokenLoss } from "./types.ts";
+
+export type { LossScalar, Objective, PolicyLoss, TokenInput, TokenInputs, TokenLoss } from "./types.ts";
 
 const { Add, And, Cast, Exp, Greater, Less, Max, Min, Mul, Neg, Sub, Where } = OPS;
-
-/**
- * A per-token input of the train graph. `name` is its graph input and the key of its per-token array in
- * training episodes and micro-batches; `column` is the batch column it is read from, or null for one the
- * trainer computes itself (the reference log-probs, from a pass with the adapter off).
- */
-export interface TokenInput {
-  name: string;
-  column: string | null;
-  doc: string;
-}
 
 /** The rollout's log-probs, the "old" policy of the ratio. */
 export const OLD_LOGPROBS: TokenInput = {
@@ -62,35 +56,46 @@ export const REF_LOGPROBS: TokenInput = {
   doc: "reference log-probs (adapter off), computed by the trainer",
 };
 
-/** Per-token inputs of a chunk, each `[C]`, and the run's scalars. */
-export interface TokenInputs {
-  logprobs: Value; // current policy log-probs (differentiable)
-  /** The declared inputs by name, each `[C]`. */
-  inputs: Readonly<Record<string, Value>>;
-  epsLow: Value; // []
-  epsHigh: Value; // []
-  beta: Value; // []
-}
-
-/** Per-token results, each `[C]`: the loss `l` and its parts for metrics. */
-export interface TokenLoss {
-  loss: Value;
-  pg: Value;
-  kl: Value;
-  /** 1 where the ratio was clipped (the clipped branch is active and holds the gradient at zero). */
-  clipped: Value;
-}
-
-/** Builds one objective's per-token loss. */
-export type Objective = (g: GraphBuilder, x: TokenInputs) => TokenLoss;
+/** PPO's clip range below, 1 - eps_low (clipped, gspo, cispo). */
+export const EPS_LOW: LossScalar = {
+  key: "eps_low",
+  default: 0.2,
+  min: 0,
+  max: 1,
+  maxOpen: true,
+  doc: "ratio clip below: 1 - eps_low (gspo: the paper uses 3e-4)",
+};
+/** PPO's clip range above, 1 + eps_high. */
+export const EPS_HIGH: LossScalar = {
+  key: "eps_high",
+  default: 0.2,
+  min: 0,
+  max: 10,
+  doc: "ratio clip above: 1 + eps_high (DAPO's clip-higher uses 0.28; gspo: the paper uses 4e-4)",
+};
+/** The k3 KL term's weight; its reference input and pass exist only when it is above 0. */
+export const BETA: LossScalar = {
+  key: "beta",
+  default: 0.0,
+  min: 0,
+  doc: "k3 KL weight against the base model (adapter off); 0 = no reference pass",
+};
 
 /** GRPO's (and PPO's) clipped surrogate, plus `beta · k3` when a reference is given. */
 export const clippedSurrogate: Objective = (g, x) => {
-  const old = x.inputs[OLD_LOGPROBS.name], advantages = x.inputs[ADVANTAGES.name];
-  const ref: Value | undefined = x.inputs[REF_LOGPROBS.name];
-  const ratio = Exp.emit(g, Sub.emit(g, x.logprobs, old)); // [C]
-  const low = Sub.emit(g, 1, x.epsLow); // []
-  const high = Add.emit(g, 1, x.epsHigh); // []
+  const ratio = Exp.emit(g, Sub.emit(g, x.logprobs, x.inputs[OLD_LOGPROBS.name])); // [C]
+  return withKl(g, x, pessimisticClip(g, ratio, x));
+};
+
+/** PPO's `-min(r·A, clip(r)·A)` for a given ratio `r` `[C]`, and where the clipped branch holds it. */
+export function pessimisticClip(
+  g: GraphBuilder,
+  ratio: Value,
+  x: TokenInputs,
+): { pg: Value; clipped: Value } {
+  const advantages = x.inputs[ADVANTAGES.name];
+  const low = Sub.emit(g, 1, x.scalars[EPS_LOW.key]); // []
+  const high = Add.emit(g, 1, x.scalars[EPS_HIGH.key]); // []
   const unclipped = Mul.emit(g, ratio, advantages); // [C]
   const clippedTerm = Mul.emit(g, clip(g, ratio, low, high), advantages); // [C]
   const pg = Neg.emit(g, Min.emit(g, unclipped, clippedTerm)); // [C]
@@ -98,10 +103,16 @@ export const clippedSurrogate: Objective = (g, x) => {
   const above = And.emit(g, Greater.emit(g, ratio, high), Greater.emit(g, advantages, 0)); // [C]
   // Max of the two indicators rather than Or: the same 0/1 values, and WebGPU has no Or kernel.
   const clipped = Max.emit(g, Cast.emit(g, below, "float32"), Cast.emit(g, above, "float32")); // [C]
-  if (!ref) return { loss: pg, pg, kl: Mul.emit(g, pg, 0), clipped };
+  return { pg, clipped };
+}
+
+/** `pg + beta · k3(lp, ref)` when the reference input is there (beta > 0), else `pg` with kl 0. */
+export function withKl(g: GraphBuilder, x: TokenInputs, p: { pg: Value; clipped: Value }): TokenLoss {
+  const ref: Value | undefined = x.inputs[REF_LOGPROBS.name];
+  if (!ref) return { loss: p.pg, pg: p.pg, kl: Mul.emit(g, p.pg, 0), clipped: p.clipped };
   const kl = k3(g, x.logprobs, ref); // [C]
-  return { loss: Add.emit(g, pg, Mul.emit(g, kl, x.beta)), pg, kl, clipped };
-};
+  return { loss: Add.emit(g, p.pg, Mul.emit(g, kl, x.scalars[BETA.key])), pg: p.pg, kl, clipped: p.clipped };
+}
 
 /**
  * Clip(x, low, high) written with Where: the same values, and the same gradient (dy where x is within the
@@ -125,42 +136,27 @@ export function k3(g: GraphBuilder, lp: Value, ref: Value): Value {
   return Sub.emit(g, Sub.emit(g, Exp.emit(g, d), d), 1); // [C]
 }
 
-/** A policy loss: its per-token loss and the per-token inputs it reads. */
-export interface PolicyLoss {
-  name: PolicyLossName;
-  /** One line: what it computes. */
-  doc: string;
-  /** The per-token inputs it always reads, in graph-input order. */
-  inputs: readonly TokenInput[];
-  /** Its KL term's reference input, read when `train.loss.beta` > 0 (absent: no KL term). */
-  reference?: TokenInput;
-  /** Whether it reads the rollout's log-probs, so `train.loss.rollout_is` can recompute them. */
-  readsOldLogprobs: boolean;
-  /** Whether the heads an estimator declares (the value head) train beside it. */
-  takesHeads: boolean;
-  tokenLoss: Objective;
-}
+/** PPO's clipped surrogate: GRPO, Dr. GRPO, RLOO, MT-GRPO and PPO itself. */
+export const CLIPPED: PolicyLoss = {
+  name: "clipped",
+  doc: "PPO's clipped surrogate on the advantages, plus beta x k3 KL to the base model",
+  inputs: [OLD_LOGPROBS, ADVANTAGES],
+  reference: REF_LOGPROBS,
+  scalars: [EPS_LOW, EPS_HIGH, BETA],
+  readsOldLogprobs: true,
+  takesHeads: true,
+  gradientStops: "nowhere (the clip's subgradient is zero where the clipped branch holds)",
+  tokenLoss: clippedSurrogate,
+};
 
-/** `train.loss.objective`'s names. */
-export type PolicyLossName = "clipped" | "sft";
-
-/** Every policy loss by its `train.loss.objective` name. */
-export const POLICY_LOSSES: Readonly<Record<PolicyLossName, PolicyLoss>> = {
-  clipped: {
-    name: "clipped",
-    doc: "PPO's clipped surrogate on the advantages, plus beta x k3 KL to the base model",
-    inputs: [OLD_LOGPROBS, ADVANTAGES],
-    reference: REF_LOGPROBS,
-    readsOldLogprobs: true,
-    takesHeads: true,
-    tokenLoss: clippedSurrogate,
-  },
-  sft: {
-    name: "sft",
-    doc: "negative log-likelihood of the masked tokens (supervised warm start)",
-    inputs: [],
-    readsOldLogprobs: false,
-    takesHeads: false,
-    tokenLoss: negativeLogLikelihood,
-  },
+/** Supervised warm start. */
+export const SFT: PolicyLoss = {
+  name: "sft",
+  doc: "negative log-likelihood of the masked tokens (supervised warm start)",
+  inputs: [],
+  scalars: [],
+  readsOldLogprobs: false,
+  takesHeads: false,
+  gradientStops: "nowhere",
+  tokenLoss: negativeLogLikelihood,
 };
