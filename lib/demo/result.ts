@@ -133,8 +133,37 @@ export function summaryLines(
     } points)`,
     `calculator use: ${both((p) => pct(p.toolUse))}; successful calls per episode: ` +
     `${both(callsText)} (episodes by successful calls: ${both((p) => countsText(p.callsOkEpisodes))})`,
+    outcomeLine(r),
     `report: ${r.report} (demo took ${(r.seconds / 60).toFixed(1)} min; CPU ${
       (r.cpuSeconds / 60).toFixed(1)
     } min)`,
   ];
+}
+
+/** Points of room below which the closing line says the warm start left little for GRPO to gain. */
+export const LITTLE_ROOM_POINTS = 10;
+
+/**
+ * The outcome against the ceiling the warm start met: the last copy probe's accuracy (greedy, each turn's
+ * first token given, so every call is made: what the copying reaches). A warm start that already answers
+ * near it leaves GRPO little to gain, and the line says so rather than let a small gain or loss read as
+ * GRPO's verdict. The probe runs on a few dozen training tasks, so its figure is an estimate.
+ */
+export function outcomeLine(r: DemoSummary): string {
+  const pct = (x: number) => `${(100 * x).toFixed(1)}%`;
+  const signed = (points: number) => `${points >= 0 ? "+" : ""}${points.toFixed(1)} points`;
+  const gain = 100 * (r.after.accuracy - r.before.accuracy);
+  const ceiling = r.warmStart.probes.at(-1)?.accuracy;
+  if (ceiling === undefined) return `outcome: ${signed(gain)}, ending at ${pct(r.after.accuracy)}`;
+  const room = 100 * (ceiling - r.before.accuracy);
+  const against = `the warm start's copying reaches ${
+    pct(ceiling)
+  } with every call made (its last copy probe)`;
+  if (room < LITTLE_ROOM_POINTS) {
+    return `outcome: the warm start left little room: it answered ${
+      pct(r.before.accuracy)
+    } and ${against}; ` +
+      `GRPO ended at ${pct(r.after.accuracy)} (${signed(gain)})`;
+  }
+  return `outcome: ${signed(gain)}, ending at ${pct(r.after.accuracy)}; ${against}`;
 }

@@ -15,11 +15,12 @@ import {
   countsByValue,
   countsText,
   demoPoint,
+  outcomeLine,
   readDemoSummary,
   readWarmStartRecord,
   summaryLines,
 } from "../../lib/demo/result.ts";
-import type { DemoPoint } from "../../lib/demo/result.ts";
+import type { DemoPoint, DemoSummary } from "../../lib/demo/result.ts";
 import { demo } from "../../lib/demo/run.ts";
 import { writeStageFile } from "../../lib/arrow/write.ts";
 import { evaluate, openSession } from "../../lib/pipeline/mod.ts";
@@ -126,4 +127,43 @@ Deno.test("countsByValue counts episodes by successful calls; countsText names t
   assert.deepEqual(countsByValue([]), []);
   assert.equal(countsText([0, 1, 191, 8]), "1: 1, 2: 191, 3: 8");
   assert.equal(countsText([]), "");
+});
+
+Deno.test("the closing line names the ceiling the warm start met, and says when it left little room", () => {
+  const point = (step: number, accuracy: number): DemoPoint => ({
+    step,
+    accuracy,
+    toolUse: 1,
+    callsOk: 1,
+    callsOkEpisodes: [0, 200],
+    episodes: 200,
+  });
+  const summary = (before: number, after: number, ceiling: number): DemoSummary => ({
+    before: point(0, before),
+    after: point(20, after),
+    warmStart: {
+      seeds: { train: 1, rollout: 1, model: 1, warmStart: 1 },
+      copySteps: 800,
+      mixSteps: 300,
+      probes: [{ step: 800, accuracy: 0.5, toolUse: 1, callsOk: 1 }, {
+        step: 1100,
+        accuracy: ceiling,
+        toolUse: 1,
+        callsOk: 1,
+      }],
+      modelSeconds: 1,
+      warmStartSeconds: 1,
+    },
+    report: "r.html",
+    seconds: 1,
+    cpuSeconds: 1,
+  });
+  const strong = outcomeLine(summary(0.87, 0.81, 0.92));
+  assert.match(strong, /little room: it answered 87\.0%/);
+  assert.match(strong, /reaches 92\.0% with every call made/);
+  assert.match(strong, /GRPO ended at 81\.0% \(-6\.0 points\)/);
+  const weak = outcomeLine(summary(0.07, 0.74, 0.92));
+  assert.doesNotMatch(weak, /little room/);
+  assert.match(weak, /^outcome: \+67\.0 points, ending at 74\.0%; the warm start's copying reaches 92\.0%/);
+  assert.ok(summaryLines({ train: 1, rollout: 1 }, summary(0.87, 0.81, 0.92)).includes(strong));
 });
