@@ -30,6 +30,7 @@ import {
   KvCache,
 } from "./kv_cache.ts";
 import { DeviceKvCache } from "./device_cache.ts";
+import { CapturedDecode } from "./captured_decode.ts";
 import { attentionTokenLimit } from "./attention_probe.ts";
 import { type Alternatives, type ScoredWithAlternatives, Scorer } from "./scoring.ts";
 import {
@@ -83,6 +84,8 @@ export class InferenceEngine {
   readonly lora: LoraShape | null;
   readonly #session: EngineSession;
   readonly #scorer: Scorer;
+  /** The decode step under graph capture (`SessionOptions.graphCapture`), else null. */
+  readonly #captured: CapturedDecode | null;
   /** Empty float16 device caches by batch size (scoring without a cache). */
   readonly #empties = new Map<number, DeviceTensor>();
   #loraFeeds: Record<string, BoundTensor> = {};
@@ -104,10 +107,12 @@ export class InferenceEngine {
     session: EngineSession,
     maxStepTokens: number,
     compute: ComputeDtype,
+    captured: CapturedDecode | null,
   ) {
     this.config = config;
     this.lora = lora;
     this.#session = session;
+    this.#captured = captured;
     this.maxStepTokens = maxStepTokens;
     this.#compute = compute;
     this.#scorer = new Scorer({
@@ -133,9 +138,21 @@ export class InferenceEngine {
     const limit = session.device
       ? attentionTokenLimit(options.ep ?? "cpu", model.config, options.providerOptions)
       : Infinity;
-    const engine = new InferenceEngine(model.config, lora, session, limit, forms.compute);
+    let captured: CapturedDecode | null = null;
+    try {
+      captured = options.graphCapture ? await CapturedDecode.open(model, lora, forms, options) : null;
+    } catch (e) {
+      await session.close();
+      throw e;
+    }
+    const engine = new InferenceEngine(model.config, lora, session, limit, forms.compute, captured);
     engine.setLoraWeights(null, 0);
     return engine;
+  }
+
+  /** Decode steps run under graph capture so far (0 without `SessionOptions.graphCapture`). */
+  get capturedDecodeSteps(): number {
+    return this.#captured?.steps ?? 0;
   }
 
   /** Feeds an adapter of this engine's shape (`null`: zeros, i.e. the base model). */
@@ -166,6 +183,13 @@ export class InferenceEngine {
     }
     this.#releaseLora();
     this.#loraFeeds = feeds;
+    this.#captured?.setLora(
+      new Map(
+        loraGroupSpecs(this.config, this.lora).flatMap((spec) =>
+          [spec.a, spec.b].map((t) => [t.name, { data: grouped.get(t.name)!, dims: t.dims }] as const)
+        ),
+      ),
+    );
   }
 
   #releaseLora(): void {
@@ -234,6 +258,7 @@ export class InferenceEngine {
 
   /** Runs one generation step (prefill, decode or continuation) and returns the sampled tokens. */
   async step(input: StepInput): Promise<StepOutput> {
+    if (this.#captured && CapturedDecode.accepts(input)) return this.#captured.step(input);
     const { batch: B, width: S } = input;
     const total = Math.max(...Array.from(input.seqlens)) + 1;
     const cache = this.#cache(input.cache);
@@ -281,6 +306,7 @@ export class InferenceEngine {
 
   async close(): Promise<void> {
     this.#releaseLora();
+    await this.#captured?.close();
     await this.#session.close();
   }
 }

@@ -39,6 +39,7 @@ import {
   headChunkRows,
   inverseTemperature,
   sampleNext,
+  sampleUnbranched,
 } from "../model/graph/head.ts";
 import { type GraphForms, graphForms } from "../model/graph/forms.ts";
 import type { SharedTensor, SharedWeights } from "../model/shared_weights.ts";
@@ -89,6 +90,12 @@ export interface InferenceModel {
 }
 
 /**
+ * Which heads the graph carries: `all` (prefill, decode, continuation, scoring; the module comment), or
+ * `decode`, the captured decode step's (`addDecodeHead`: no If, for graph capture).
+ */
+export type InferenceHeads = "all" | "decode";
+
+/**
  * Builds the inference graph of `model` with LoRA inputs of `lora` (null: no adapter inputs), over
  * `shared` weights when given (graph/weights.ts).
  */
@@ -97,11 +104,14 @@ export function buildInferenceModel(
   lora: LoraShape | null,
   forms: GraphForms = graphForms(),
   shared?: SharedWeights,
+  heads: InferenceHeads = "all",
 ): InferenceModel {
   const cfg = model.config;
   const { num_hidden_layers: L, num_key_value_heads: nKV, head_dim: D } = cfg;
   const g = new GraphBuilder("qwen3_infer");
-  const ids = g.input(IO.ids, "int64", ["B", "S"]);
+  // The decode graph takes one id per sequence, `[B]`: a Reshape of the input would run on the CPU
+  // (onnxruntime places small int64 work there), so the bound device ids would be copied when bound.
+  const ids = heads === "decode" ? g.input(IO.ids, "int64", ["B"]) : g.input(IO.ids, "int64", ["B", "S"]);
   const seqlens = g.input(IO.seqlens, "int32", ["B"]);
   const total = g.input(IO.total, "int32", []);
   const past = Array.from({ length: L }, (_, l) => ({
@@ -115,13 +125,16 @@ export function buildInferenceModel(
     toDtype(g, g.initializer(name, data, [rope.positions, rope.half]), forms.compute); // [P, D/2]
   const [cos, sin] = [table("rope.cos", rope.cos), table("rope.sin", rope.sin)]; // GQA takes them in q's dtype
 
-  const bs = Shape.emit(g, ids); // [2] = B, S
-  const toBatch = (x: Value) => Reshape.emit(g, x, Concat.emit(g, [bs, g.ints([-1])], 0)); // [B, S, E]
+  // The decode graph has S = 1: a constant shape, so that no shape is computed from a device tensor (a
+  // copy to the host inside the run, which graph capture refuses).
+  const toBatch = heads === "decode"
+    ? (x: Value, e: number) => Reshape.emit(g, x, [-1, 1, e]) // [B, 1, E]
+    : (x: Value) => Reshape.emit(g, x, Concat.emit(g, [Shape.emit(g, ids), g.ints([-1])], 0)); // [B, S, E]
   const attention: AttentionFn = (layer, q, k, v) => {
     const [out, presentKey, presentValue] = GroupQueryAttention.emit(g, {
-      query: toBatch(q),
-      key: toBatch(k),
-      value: toBatch(v),
+      query: toBatch(q, cfg.num_attention_heads * D),
+      key: toBatch(k, nKV * D),
+      value: toBatch(v, nKV * D),
       pastKey: past[layer].key,
       pastValue: past[layer].value,
       seqlensK: seqlens,
@@ -133,9 +146,10 @@ export function buildInferenceModel(
     g.output(presentValue, IO.presentValue(layer));
     return Reshape.emit(g, out, [-1, cfg.num_attention_heads * D]); // [N, nH*D]
   };
-  const flatIds = Reshape.emit(g, ids, [-1]); // [N]
+  const flatIds = heads === "decode" ? ids : Reshape.emit(g, ids, [-1]); // [N]
   const hidden = decoder(g, flatIds, { cfg, weights, lora: loraInputs, attention }); // [N, H]
-  addHeads(g, hidden, headWeight(cfg, weights), cfg.vocab_size, forms);
+  if (heads === "all") addHeads(g, hidden, headWeight(cfg, weights), cfg.vocab_size, forms);
+  else addDecodeHead(g, hidden, headWeight(cfg, weights), cfg.vocab_size);
   return {
     bytes: g.toModel({ doc: `Qwen3 inference graph for ${model.dir}` }),
     externalFolder: weights.folder,
@@ -189,6 +203,20 @@ function addHeads(
   g.output(topIds, IO.nextTopIds); // [B, n]
   g.output(topLogprobs, IO.nextTopLogprobs); // [B, n]
   addScoreAlternatives(g, scoreMode, hidden, w, inverseTemperature(g, temperature), chunk, forms);
+}
+
+/**
+ * The captured decode step's head: one new token per sequence (S = 1, so the rows of `hidden` are the
+ * sequences'), sampled where temperature > 0 and greedy where it is 0, without an If (graph capture
+ * refuses control flow): inputs temperature float [] and uniforms float [B]; outputs next_tokens and
+ * next_logprobs, as `addHeads` computes them on its unfiltered, unconstrained path.
+ */
+function addDecodeHead(g: GraphBuilder, hidden: Value, w: Value, vocab: number): void {
+  const temperatures = g.input(IO.temperature, "float32", ["B"]);
+  const uniforms = g.input(IO.uniforms, "float32", ["B"]);
+  const [tokens, logprobs] = sampleUnbranched(g, hidden, w, vocab, temperatures, uniforms); // [B], [B]
+  g.output(tokens, IO.nextTokens);
+  g.output(logprobs, IO.nextLogprobs);
 }
 
 /** The sampler's constraint and alternative inputs (`deno task serve`; head.ts). */

@@ -1,0 +1,217 @@
+/**
+ * `CapturedDecode`: the decode step under onnxruntime's graph capture on WebGPU (`model.webgpu.graph_capture`).
+ * A decode step is ~1,600 kernels whose dispatch, not arithmetic, is the step's time on a GPU (issue 29);
+ * a captured graph is the step's dispatches recorded once and replayed by the provider without walking the
+ * graph again.
+ *
+ * What capture needs (onnxruntime 1.30's WebGPU provider; docs/ENGINE_FACTS.md, "Graph capture of the
+ * decode step"), and how this file meets it:
+ * - **No control flow in the graph**: the session refuses capture for a graph with an If. So the step runs
+ *   its own session over the decode graph (infer_graph.ts, heads `decode`: sampleUnbranched), which holds
+ *   a second copy of the weights on the device.
+ * - **The same buffers at every replay**: a replay reads and writes the buffers bound when it was
+ *   captured, and host inputs are not copied again. So every input and output lives in device memory,
+ *   bound once per cache binding (one batch's rows of one KV cache) and written in place before each
+ *   step: token ids, cache positions (`seqlens_k`), temperature, uniforms; the adapter in fixed device
+ *   tensors rewritten by `setLora`; the KV cache bound as GroupQueryAttention's past and present.
+ *   `total_seq_len`, which the attention kernel reads on the host, is a host tensor rewritten each step:
+ *   read by the capturing run, not by replays (the kernel takes each sequence's length from `seqlens_k`).
+ * - **The same shapes**: one captured graph per cache binding, by `gpu_graph_id` (run_options.ts); the
+ *   session keeps every graph it captured until it closes.
+ *
+ * What runs uncaptured (the engine's own session, engine.ts): prefills and continuations (more than one
+ * new token), steps with constraints, alternatives or top-k / top-p, and caches that are staged copies
+ * (device_cache.ts).
+ *
+ * Dimension legend: B sequences (the binding's rows), L layers.
+ *
+ * @module
+ */
+
+import type { DeviceMemory, DeviceTensor, OrtValueHandle } from "../ort/device.ts";
+import { OrtTensor } from "../ort/value.ts";
+import { DeviceEngineSession, type FixedRun } from "./device_session.ts";
+import { type GraphForms } from "../model/graph/forms.ts";
+import type { ModelDir } from "../model/model_dir.ts";
+import type { LoraShape } from "../model/lora.ts";
+import { type CacheBinding, cacheIO } from "./kv_cache.ts";
+import { buildInferenceModel, IO } from "./infer_graph.ts";
+import { openEngineSession, type SessionOptions } from "./session.ts";
+import type { SamplingParams } from "./feeds.ts";
+
+/** What a decode step gives (the fields of engine.ts's `StepInput` this path reads). */
+export interface DecodeStepInput {
+  /** `[B]` token ids: one new token per sequence. */
+  ids: ArrayLike<number>;
+  batch: number;
+  /** New tokens per sequence: 1 for a step this path runs. */
+  width: number;
+  /** Per sequence: the position the token is written at (cache length after the step - 1). */
+  seqlens: ArrayLike<number>;
+  uniforms: ArrayLike<number>;
+  sampling: SamplingParams;
+  cache: CacheBinding;
+  constraints?: readonly ({ ids: readonly number[] } | null)[];
+  topN?: number;
+}
+
+/** A sampled token and its log-prob per sequence. */
+export interface DecodeStepOutput {
+  tokens: number[];
+  logprobs: number[];
+}
+
+/** One cache binding's captured step: its device inputs and outputs and host staging, bound once. */
+interface CapturedStep {
+  run: FixedRun;
+  /** Host arrays copied into `device` before each step (same order). */
+  staged: OrtTensor[];
+  device: DeviceTensor[];
+  ids: BigInt64Array; // [B]
+  seqlens: Int32Array; // [B]
+  temperature: Float32Array; // [B]
+  uniforms: Float32Array; // [B]
+  tokens: [DeviceTensor, OrtTensor<"int64">]; // [B]
+  logprobs: [DeviceTensor, OrtTensor<"float32">]; // [B]
+}
+
+export class CapturedDecode {
+  readonly #session: DeviceEngineSession;
+  readonly #memory: DeviceMemory;
+  readonly #compute: GraphForms["compute"];
+  /** The adapter's group tensors, by graph input name, in fixed device buffers. */
+  readonly #lora = new Map<string, DeviceTensor>();
+  readonly #steps = new WeakMap<CacheBinding, CapturedStep>();
+  #nextGraph = 1;
+  /** Decode steps run here (a count for tests and stats: each is a capture or a replay). */
+  steps = 0;
+
+  private constructor(session: DeviceEngineSession, compute: GraphForms["compute"]) {
+    this.#session = session;
+    this.#memory = session.device;
+    this.#compute = compute;
+  }
+
+  /**
+   * Builds the decode graph of `model` (LoRA inputs of `lora`, the engine's `forms`) and opens its session
+   * on `options.ep`, which must be webgpu, with the engine's provider options plus `enableGraphCapture`.
+   */
+  static async open(
+    model: ModelDir,
+    lora: LoraShape | null,
+    forms: GraphForms,
+    options: SessionOptions,
+  ): Promise<CapturedDecode> {
+    if (options.ep !== "webgpu") {
+      throw new Error(
+        `graph capture: model.ep is ${
+          options.ep ?? "cpu"
+        }; it needs webgpu (set model.webgpu.graph_capture false)`,
+      );
+    }
+    const built = buildInferenceModel(model, lora, forms, undefined, "decode");
+    const session = await openEngineSession(built.bytes, built.externalFolder, {
+      ...options,
+      sharedWeights: null,
+      providerOptions: { ...options.providerOptions, enableGraphCapture: "1" },
+    });
+    if (!(session instanceof DeviceEngineSession)) {
+      await session.close();
+      throw new Error(`graph capture: the ${session.backend} session has no device bindings; it needs FFI`);
+    }
+    return new CapturedDecode(session, forms.compute);
+  }
+
+  /** Whether `input` is a step this path runs (see the module comment); else the engine runs it. */
+  static accepts(input: DecodeStepInput): boolean {
+    const { sampling } = input;
+    return input.width === 1 && !input.cache.stage && (input.topN ?? 0) === 0 &&
+      !(input.constraints ?? []).some((c) => c && c.ids.length > 0) &&
+      sampling.topK === 0 && sampling.topP === 1;
+  }
+
+  /** Writes the adapter's group tensors (name → float32 data) into the fixed device buffers. */
+  setLora(tensors: ReadonlyMap<string, { data: Float32Array; dims: readonly number[] }>): void {
+    const pairs: [OrtTensor, DeviceTensor][] = [];
+    for (const [name, t] of tensors) {
+      let device = this.#lora.get(name);
+      if (!device) this.#lora.set(name, device = this.#memory.tensor(this.#compute, t.dims));
+      const host = this.#compute === "float16"
+        ? new OrtTensor("float16", Float16Array.from(t.data), t.dims)
+        : new OrtTensor("float32", t.data, t.dims);
+      pairs.push([host, device]);
+    }
+    try {
+      this.#memory.upload(pairs);
+    } finally {
+      pairs.forEach(([h]) => h.release());
+    }
+  }
+
+  /** Runs one decode step (`CapturedDecode.accepts(input)`) through the binding's captured graph. */
+  step(input: DecodeStepInput): DecodeStepOutput {
+    const B = input.batch;
+    const s = this.#stepFor(input.cache, B);
+    for (let b = 0; b < B; b++) {
+      s.ids[b] = BigInt(input.ids[b]);
+      s.seqlens[b] = input.seqlens[b];
+      s.uniforms[b] = input.uniforms[b];
+    }
+    s.temperature.fill(input.sampling.temperature);
+    this.#memory.upload(s.staged.map((h, i) => [h, s.device[i]]));
+    s.run.run();
+    this.steps += 1;
+    this.#memory.download([s.tokens, s.logprobs]);
+    return { tokens: Array.from(s.tokens[1].data, Number), logprobs: Array.from(s.logprobs[1].data) };
+  }
+
+  /** The binding's captured step, bound on first use (its graph is captured by its first run). */
+  #stepFor(cache: CacheBinding, B: number): CapturedStep {
+    let step = this.#steps.get(cache);
+    if (step) return step;
+    const memory = this.#memory;
+    const ids = new BigInt64Array(B), seqlens = new Int32Array(B);
+    const temperature = new Float32Array(B), uniforms = new Float32Array(B);
+    // GroupQueryAttention's total length, read on the host: the cache's capacity M, an upper bound that
+    // holds at every step (each sequence's own length comes from seqlens_k, on the device). The kernel
+    // reads it where it is bound, and a replay not at all, so it must not change.
+    const total = Int32Array.of((cache.layers[0].key as DeviceTensor).dims[2]);
+    const staged = [
+      new OrtTensor("int64", ids, [B]),
+      new OrtTensor("int32", seqlens, [B]),
+      new OrtTensor("float32", temperature, [B]),
+      new OrtTensor("float32", uniforms, [B]),
+    ];
+    const device = staged.map((h) => memory.tensor(h.type as "int64" | "int32" | "float32", h.dims));
+    const tokens = memory.tensor("int64", [B]);
+    const logprobs = memory.tensor("float32", [B]);
+    const io = cacheIO(cache, (t) => t as DeviceTensor);
+    const inputs: Record<string, OrtValueHandle> = {
+      ...io.past,
+      ...Object.fromEntries(this.#lora),
+      [IO.ids]: device[0],
+      [IO.seqlens]: device[1],
+      [IO.temperature]: device[2],
+      [IO.uniforms]: device[3],
+      [IO.total]: new OrtTensor("int32", total, []),
+    };
+    const outputs = { ...io.present, [IO.nextTokens]: tokens, [IO.nextLogprobs]: logprobs };
+    step = {
+      run: this.#session.fixedRun(inputs, outputs, this.#nextGraph++),
+      staged,
+      device,
+      ids,
+      seqlens,
+      temperature,
+      uniforms,
+      tokens: [tokens, new OrtTensor("int64", new BigInt64Array(B), [B])],
+      logprobs: [logprobs, new OrtTensor("float32", new Float32Array(B), [B])],
+    };
+    this.#steps.set(cache, step);
+    return step;
+  }
+
+  close(): Promise<void> {
+    return this.#session.close(); // frees the device tensors made here with its allocator
+  }
+}
