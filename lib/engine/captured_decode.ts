@@ -12,18 +12,21 @@
  * - **The same buffers at every replay**: a replay reads and writes the buffers bound when it was
  *   captured, and host inputs are not copied again. So every input and output lives in device memory,
  *   bound once per cache binding (one batch's rows of one KV cache) and written in place before each
- *   step: token ids, cache positions (`seqlens_k`), temperature, uniforms; the adapter in fixed device
+ *   step: token ids, cache positions (`seqlens_k`), temperatures, uniforms; the adapter in fixed device
  *   tensors rewritten by `setLora`; the KV cache bound as GroupQueryAttention's past and present.
- *   `total_seq_len`, which the attention kernel reads on the host, is a host tensor rewritten each step:
- *   read by the capturing run, not by replays (the kernel takes each sequence's length from `seqlens_k`).
+ *   `total_seq_len`, which the attention kernel reads on the host, is bound once as the cache's capacity
+ *   (each sequence's length comes from `seqlens_k`). Each output is written by a kernel: a replay
+ *   repeats dispatches, not the buffer copies a Reshape into a bound output makes (head.ts).
+ * - **No copy between host and device inside the run**: the decode graph computes no shape from a device
+ *   tensor and keeps its scalars per sequence (infer_graph.ts, head.ts say how).
  * - **The same shapes**: one captured graph per cache binding, by `gpu_graph_id` (run_options.ts); the
- *   session keeps every graph it captured until it closes.
+ *   session keeps every graph it captured, with its small input tensors, until it closes.
  *
  * What runs uncaptured (the engine's own session, engine.ts): prefills and continuations (more than one
  * new token), steps with constraints, alternatives or top-k / top-p, and caches that are staged copies
  * (device_cache.ts).
  *
- * Dimension legend: B sequences (the binding's rows), L layers.
+ * Dimension legend: B sequences (the binding's rows).
  *
  * @module
  */
@@ -31,7 +34,7 @@
 import type { DeviceMemory, DeviceTensor, OrtValueHandle } from "../ort/device.ts";
 import { OrtTensor } from "../ort/value.ts";
 import { DeviceEngineSession, type FixedRun } from "./device_session.ts";
-import { type GraphForms } from "../model/graph/forms.ts";
+import type { GraphForms } from "../model/graph/forms.ts";
 import type { ModelDir } from "../model/model_dir.ts";
 import type { LoraShape } from "../model/lora.ts";
 import { type CacheBinding, cacheIO } from "./kv_cache.ts";

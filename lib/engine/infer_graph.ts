@@ -17,6 +17,9 @@
  *   uniforms float [B] · filter bool [] · top_k int64 [1] · top_p float [] · constrain bool [] ·
  *   constraint_fill float [B] · constraint_ids int64 [B, K] · constraint_bias float [B, K] · top_n int64 [1]
  *   · score_top int64 [1]  (constraints and alternatives: lib/model/graph/head.ts)
+ * The decode graph (`heads` "decode", for graph capture: lib/engine/captured_decode.ts) takes input_ids
+ * int64 [B] (S = 1), seqlens_k, total_seq_len, the cache, the LoRA inputs, temperature float [B] and
+ * uniforms float [B], and gives the present cache, next_tokens and next_logprobs; it has no If.
  * Outputs:
  *   present.L.key / present.L.value · target_logprobs float [B·S] (score mode; empty otherwise) ·
  *   next_tokens int64 [B] · next_logprobs float [B] · next_top_ids int64 [B, n] · next_top_logprobs
@@ -208,8 +211,9 @@ function addHeads(
 /**
  * The captured decode step's head: one new token per sequence (S = 1, so the rows of `hidden` are the
  * sequences'), sampled where temperature > 0 and greedy where it is 0, without an If (graph capture
- * refuses control flow): inputs temperature float [] and uniforms float [B]; outputs next_tokens and
- * next_logprobs, as `addHeads` computes them on its unfiltered, unconstrained path.
+ * refuses control flow): inputs temperature float [B] (one per sequence, all equal) and uniforms float
+ * [B]; outputs next_tokens and next_logprobs, as `addHeads` computes them on its unfiltered, unconstrained
+ * path.
  */
 function addDecodeHead(g: GraphBuilder, hidden: Value, w: Value, vocab: number): void {
   const temperatures = g.input(IO.temperature, "float32", ["B"]);
