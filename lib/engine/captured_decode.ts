@@ -40,6 +40,7 @@ import type { LoraShape } from "../model/lora.ts";
 import { type CacheBinding, cacheIO } from "./kv_cache.ts";
 import { buildInferenceModel, IO } from "./infer_graph.ts";
 import { openEngineSession, type SessionOptions } from "./session.ts";
+import { UserError } from "../errors.ts";
 import type { SamplingParams } from "./feeds.ts";
 
 /** What a decode step gives (the fields of engine.ts's `StepInput` this path reads). */
@@ -117,6 +118,8 @@ export class CapturedDecode {
       ...options,
       sharedWeights: null,
       providerOptions: { ...options.providerOptions, enableGraphCapture: "1" },
+    }).catch((e) => {
+      throw captureRefusal(e);
     });
     if (!(session instanceof DeviceEngineSession)) {
       await session.close();
@@ -217,4 +220,20 @@ export class CapturedDecode {
   close(): Promise<void> {
     return this.#session.close(); // frees the device tensors made here with its allocator
   }
+}
+
+/**
+ * onnxruntime's refusal to capture the decode graph, said as such (the provider started; the graph is what
+ * it refused: control flow, or a node on the CPU between device nodes); any other error as it is.
+ */
+export function captureRefusal(e: unknown): unknown {
+  const message = e instanceof Error ? e.message : String(e);
+  const refusal = /This session cannot use the graph capture feature[^\n]*/.exec(message);
+  if (!refusal) return e;
+  return new UserError("model.webgpu.graph_capture", {
+    value: true,
+    why: `onnxruntime refused to capture the decode graph: ${refusal[0].replace(/\s+/g, " ").trim()}`,
+    fix: "set model.webgpu.graph_capture false; the decode graph must have no If and no CPU node between " +
+      'device nodes (docs/ENGINE_FACTS.md, "Graph capture of the decode step")',
+  });
 }

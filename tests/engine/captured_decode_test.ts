@@ -11,6 +11,8 @@
 
 import assert from "node:assert/strict";
 import { InferenceEngine } from "../../lib/engine/engine.ts";
+import { captureRefusal } from "../../lib/engine/captured_decode.ts";
+import { UserError } from "../../lib/errors.ts";
 import { GenerationBatch } from "../../lib/engine/generate.ts";
 import { loraScale } from "../../lib/model/lora.ts";
 import type { LoraSpec } from "../../lib/model/lora.ts";
@@ -127,23 +129,37 @@ webgpuTest(
   },
 );
 
-webgpuTest("graph capture refuses a graph with an If, with onnxruntime's message", () => {
-  const g = new GraphBuilder("branch");
-  const c = g.input("c", "bool", []);
-  const x = g.input("x", "float32", [2]);
-  const [y] = OPS.If.emit(g, c, (b) => [OPS.Add.emit(b, x, x)], (b) => [OPS.Mul.emit(b, x, x)], "branch");
-  g.output(y, "y", [2]);
-  assert.throws(
-    () =>
-      OrtSession.create(g.toModel(), {
-        providers: ["webgpu"],
-        providerOptions: { webgpu: { enableGraphCapture: "1" } },
-        logSeverity: "fatal",
-      }),
-    (e: unknown) => e instanceof OrtError && /graph capture.*control flow nodes/.test(e.ortMessage),
-  );
-  return Promise.resolve();
-});
+webgpuTest(
+  "graph capture refuses a graph with an If, with onnxruntime's message, said as a config fix",
+  () => {
+    const g = new GraphBuilder("branch");
+    const c = g.input("c", "bool", []);
+    const x = g.input("x", "float32", [2]);
+    const [y] = OPS.If.emit(g, c, (b) => [OPS.Add.emit(b, x, x)], (b) => [OPS.Mul.emit(b, x, x)], "branch");
+    g.output(y, "y", [2]);
+    let refused: unknown;
+    assert.throws(
+      () =>
+        OrtSession.create(g.toModel(), {
+          providers: ["webgpu"],
+          providerOptions: { webgpu: { enableGraphCapture: "1" } },
+          logSeverity: "fatal",
+        }),
+      (e: unknown) => {
+        refused = e;
+        return e instanceof OrtError && /graph capture.*control flow nodes/.test(e.ortMessage);
+      },
+    );
+    const said = captureRefusal(refused);
+    assert.ok(said instanceof UserError);
+    assert.match(said.message, /^model\.webgpu\.graph_capture \(got true\): onnxruntime refused to capture/);
+    assert.match(said.message, /control flow nodes/);
+    assert.match(said.message, /Fix: set model\.webgpu\.graph_capture false/);
+    const other = new Error("something else");
+    assert.equal(captureRefusal(other), other);
+    return Promise.resolve();
+  },
+);
 
 Deno.test("graph capture on another provider is refused before a session opens", async () => {
   const dir = await makeTinyModel({ vocab: VOCAB, tokenizer: false, seed: 11 });
