@@ -1,10 +1,11 @@
 /**
  * The decode step under graph capture (lib/engine/captured_decode.ts, `model.webgpu.graph_capture`)
  * against the same engine without it, on onnxruntime's WebGPU provider: the same tokens and log-probs,
- * greedy and sampled, float32 and float16, with an adapter, through a second turn whose continuation runs
- * uncaptured on the same cache; every decode step went through the captured graph. And what capture
- * needs from onnxruntime 1.30 itself: several captured graphs in one session, picked by `gpu_graph_id`,
- * -1 running uncaptured; a graph with an If refused with onnxruntime's message.
+ * greedy and sampled, float32 and float16, with an adapter, through a second turn under another adapter
+ * (set after the graph was captured) whose continuation runs uncaptured on the same cache; every decode
+ * step went through the captured graph. And what capture needs from onnxruntime 1.30 itself: several
+ * captured graphs in one session, picked by `gpu_graph_id`, -1 running uncaptured; a graph with an If
+ * refused with onnxruntime's message.
  *
  * Runs where WebGPU starts (CI: lavapipe) and is skipped elsewhere (helpers/webgpu.ts).
  */
@@ -37,19 +38,25 @@ const TOLERANCE = 1e-3;
 async function engine(compute: ComputeDtype, graphCapture: boolean): Promise<InferenceEngine> {
   const dir = await makeTinyModel({ vocab: VOCAB, tokenizer: false, seed: 11, dtype: "bfloat16" });
   const model = await openModelDir(dir);
-  const adapter = randomAdapter(model.config, SPEC, 5);
+  // Entries in ±0.5, not the default ±0.05: an adapter that moves the log-probs well past TOLERANCE, so
+  // a captured graph that misses it (fed the base weights, say) fails.
+  const adapter = randomAdapter(model.config, SPEC, 5, 0.5);
   const e = await InferenceEngine.create(model, SPEC, { ep: "webgpu", compute, graphCapture });
   await e.setLoraWeights(adapter.weights, loraScale(SPEC));
   return e;
 }
 
-/** Two turns of three sequences (greedy, then sampled after a user turn); the tokens and the decode steps. */
+/**
+ * Two turns of three sequences (greedy, then sampled after a user turn, under a second adapter set between
+ * the turns: the captured graph, replayed, must read it); the tokens and the decode steps.
+ */
 async function rollout(e: InferenceEngine) {
   const prompts = [[1, 2, 3, 4, 5], [7, 8, 9], [20, 30, 40, 50, 60, 70, 80]];
   const batch = new GenerationBatch(e, prompts, 40, [3, 4, 5]);
   try {
     const first = await batch.generate({ maxNewTokens: 8, temperature: 0 });
     batch.append(0, [11, 12, 13]); // a continuation: uncaptured, on the rows the captured graph reads
+    await e.setLoraWeights(randomAdapter(e.config, SPEC, 6, 0.5).weights, loraScale(SPEC));
     const second = await batch.generate({ maxNewTokens: 8, temperature: 1 });
     return { turns: [first, second], decodeSteps: batch.stats.decodeSteps };
   } finally {
