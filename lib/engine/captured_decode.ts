@@ -251,11 +251,14 @@ export class CapturedDecode {
  */
 export function captureRefusal(e: unknown): unknown {
   const message = e instanceof Error ? e.message : String(e);
-  const refusal = /This session cannot use the graph capture feature[^\n]*/.exec(message);
+  // onnxruntime's sentence only: the engine's session error adds the provider check's fix after it.
+  const refusal = /This session cannot use the graph capture feature[^\n]*?(?:\.(?=\s|$)|$)/.exec(message);
   if (!refusal) return e;
   return new UserError("model.webgpu.graph_capture", {
     value: true,
-    why: `onnxruntime refused to capture the decode graph: ${refusal[0].replace(/\s+/g, " ").trim()}`,
+    why: `onnxruntime refused to capture the decode graph: ${
+      refusal[0].replace(/\s+/g, " ").trim().replace(/\.$/, "")
+    }`,
     fix: "set model.webgpu.graph_capture false; the decode graph must have no If and no CPU node between " +
       'device nodes (docs/ENGINE_FACTS.md, "Graph capture of the decode step")',
   });

@@ -162,6 +162,17 @@ webgpuTest(
     assert.match(said.message, /^model\.webgpu\.graph_capture \(got true\): onnxruntime refused to capture/);
     assert.match(said.message, /control flow nodes/);
     assert.match(said.message, /Fix: set model\.webgpu\.graph_capture false/);
+    // As the engine's session error words it: onnxruntime's sentence, then the provider check's fix.
+    const wrapped = captureRefusal(
+      new Error(
+        "model.ep webgpu: onnxruntime could not start a session on it: This session cannot use the graph " +
+          "capture feature as requested by the user as all compute graph nodes have not been partitioned to " +
+          "the WebGpuExecutionProvider. Fix: install a Vulkan driver Dawn accepts",
+      ),
+    );
+    assert.ok(wrapped instanceof UserError);
+    assert.match(wrapped.message, /partitioned to the WebGpuExecutionProvider\. Fix: set model\.webgpu/);
+    assert.doesNotMatch(wrapped.message, /Vulkan/);
     const other = new Error("something else");
     assert.equal(captureRefusal(other), other);
     return Promise.resolve();
