@@ -9,9 +9,12 @@
  *   deno run -A bench/gpu_bench.ts --model DIR [--ep webgpu] [--compute float16] [--batches 1,8,32,64]
  *     [--prompt 128] [--decode 64] [--train-tokens 512,8192] [--repeats 3] [--peak-tflops X]
  *     [--batch-prefix FILE_PREFIX] [--webgpu-options storageBufferCacheMode=simple,validationMode=disabled]
+ *     [--graph-capture]
  *
  * `--webgpu-options` sets onnxruntime's WebGPU provider options (lib/ort/webgpu_options.ts) over the
  * project's defaults (`WEBGPU_DEFAULTS`, what `model.webgpu` defaults to), for every session of the run.
+ * `--graph-capture` runs the policy's decode steps under graph capture (`model.webgpu.graph_capture`,
+ * lib/engine/captured_decode.ts); run once with and once without it to compare.
  *
  * FLOPs are counted as the CPU benchmarks count them: 4 × parameters per trained token (forward and the
  * backward to the activations; the frozen weights get no gradient), 2 × parameters per decoded token.
@@ -57,6 +60,8 @@ export interface GpuBenchOptions {
   peakTflops: number | null;
   /** Write each train batch to `<batchPrefix>-<tokens>.json` for the peer. */
   batchPrefix?: string;
+  /** Decode under graph capture (webgpu only). */
+  graphCapture?: boolean;
 }
 
 const TRAIN_ROWS = 2;
@@ -146,6 +151,7 @@ function openPolicy(dir: string, o: GpuBenchOptions, maxSequences: number): Prom
     providerOptions: o.providerOptions,
     compute: o.compute,
     maxSequences,
+    graphCapture: o.graphCapture ?? false,
   });
 }
 
@@ -243,6 +249,7 @@ export async function benchGpu(dir: string, o: GpuBenchOptions) {
     model: dir,
     ep: o.ep,
     provider_options: o.providerOptions,
+    graph_capture: o.graphCapture ?? false,
     compute: o.compute,
     params: totalParams(model.config),
     peak_tflops: o.peakTflops,
@@ -270,6 +277,7 @@ if (import.meta.main) {
       "batch-prefix",
       "webgpu-options",
     ],
+    boolean: ["graph-capture"],
   });
   const v = values as Record<string, string | undefined>;
   if (!v.model) throw new Error("gpu_bench: --model DIR is required");
@@ -285,6 +293,7 @@ if (import.meta.main) {
     repeats: Number(v.repeats ?? 3),
     peakTflops: v["peak-tflops"] ? Number(v["peak-tflops"]) : null,
     batchPrefix: v["batch-prefix"],
+    graphCapture: values["graph-capture"] === true,
   });
   console.log(JSON.stringify(result));
 }

@@ -138,6 +138,13 @@ const computeDtype: Rule = ({ model }) => {
  */
 const webgpuOptions: Rule = ({ model }) => {
   if (model.ep === "webgpu") return;
+  if (model.webgpu.graph_capture) {
+    throw new UserError("config key model.webgpu.graph_capture", {
+      value: true,
+      why: `graph capture is onnxruntime's WebGPU provider's, and model.ep is ${model.ep}`,
+      fix: "set model.ep to webgpu, or model.webgpu.graph_capture back to false",
+    });
+  }
   for (const [key, option] of Object.entries(WEBGPU_OPTION_NAMES)) {
     const value = model.webgpu[key as keyof typeof WEBGPU_OPTION_NAMES];
     if (value === WEBGPU_DEFAULTS[option]) continue;

@@ -18,6 +18,13 @@ import type { IoBinding } from "../ort/binding.ts";
 import type { OrtSession } from "../ort/session.ts";
 import { type HostTensor, OrtTensor } from "../ort/value.ts";
 import type { BoundTensor, EngineSession, Feed } from "./engine_session.ts";
+import { GRAPH_ID_KEY, RunOptions } from "../ort/run_options.ts";
+
+/** A run bound once (`DeviceEngineSession.fixedRun`). */
+export interface FixedRun {
+  /** Runs the session on the bound values and waits for its outputs. */
+  run(): void;
+}
 
 /** A tensor bound for many runs: in device memory, or (types the device does not hold) the host's. */
 class DeviceBound implements BoundTensor {
@@ -42,6 +49,8 @@ export class DeviceEngineSession implements EngineSession {
   readonly device: DeviceMemory;
   readonly #session: OrtSession;
   readonly #binding: IoBinding;
+  /** Bindings and run options of `fixedRun`s, released with the session. */
+  readonly #fixed: { binding: IoBinding; options: RunOptions }[] = [];
 
   constructor(session: OrtSession, device: DeviceMemory) {
     this.#session = session;
@@ -79,7 +88,38 @@ export class DeviceEngineSession implements EngineSession {
     return Promise.resolve();
   }
 
+  /**
+   * A run whose values are bound once and stay bound (graph capture, captured_decode.ts): each `run()`
+   * runs the session on them with run option `gpu_graph_id` = `graphId`, which on a session opened with
+   * `enableGraphCapture` captures the run's dispatches the first time and replays them after. The caller
+   * changes inputs by writing into the bound tensors, never by binding others.
+   */
+  fixedRun(
+    inputs: Record<string, OrtValueHandle>,
+    outputs: Record<string, DeviceTensor>,
+    graphId: number,
+  ): FixedRun {
+    const binding = this.#session.createBinding();
+    const options = new RunOptions({ [GRAPH_ID_KEY]: String(graphId) });
+    try {
+      for (const [name, value] of Object.entries(inputs)) binding.input(name, value);
+      for (const [name, value] of Object.entries(outputs)) binding.output(name, value);
+    } catch (e) {
+      binding.release();
+      options.release();
+      throw e;
+    }
+    this.#fixed.push({ binding, options });
+    return {
+      run: () => {
+        this.#session.runBinding(binding, options);
+        binding.synchronizeOutputs();
+      },
+    };
+  }
+
   close(): Promise<void> {
+    this.#fixed.forEach((f) => (f.binding.release(), f.options.release()));
     this.#binding.release();
     this.device.release(); // device tensors still live (a cache not released), before the session's allocator
     this.#session.release();

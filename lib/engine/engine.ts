@@ -23,6 +23,7 @@ import { MergedWeights } from "./merged_weights.ts";
 import { buildInferenceModel, IO } from "./infer_graph.ts";
 import { type ComputeDtype, graphForms } from "../model/graph/forms.ts";
 import type { DeviceTensor } from "../ort/device.ts";
+import type { HostTensor } from "../ort/value.ts";
 import {
   type BatchCache,
   type CacheBinding,
@@ -32,6 +33,7 @@ import {
   KvCache,
 } from "./kv_cache.ts";
 import { DeviceKvCache } from "./device_cache.ts";
+import { CapturedDecode } from "./captured_decode.ts";
 import { attentionTokenLimit } from "./attention_probe.ts";
 import { type Alternatives, type ScoredWithAlternatives, Scorer } from "./scoring.ts";
 import {
@@ -85,6 +87,8 @@ export class InferenceEngine {
   readonly lora: LoraShape | null;
   readonly #session: EngineSession;
   readonly #scorer: Scorer;
+  /** The decode step under graph capture (`SessionOptions.graphCapture`), else null. */
+  readonly #captured: CapturedDecode | null;
   /** Empty float16 device caches by batch size (scoring without a cache). */
   readonly #empties = new Map<number, DeviceTensor>();
   /** With an adapter shape: the Linear stacks, merged per adapter (null: the graph holds its own). */
@@ -109,11 +113,13 @@ export class InferenceEngine {
     maxStepTokens: number,
     compute: ComputeDtype,
     merged: MergedWeights | null,
+    captured: CapturedDecode | null,
   ) {
     this.config = config;
     this.lora = lora;
     this.#merged = merged;
     this.#session = session;
+    this.#captured = captured;
     this.maxStepTokens = maxStepTokens;
     this.#compute = compute;
     this.#scorer = new Scorer({
@@ -139,12 +145,26 @@ export class InferenceEngine {
     const limit = session.device
       ? attentionTokenLimit(options.ep ?? "cpu", model.config, options.providerOptions)
       : Infinity;
-    const merged = lora
-      ? await MergedWeights.create(model, lora, forms.compute, options.sharedWeights, options.threads)
-      : null;
-    const engine = new InferenceEngine(model.config, lora, session, limit, forms.compute, merged);
+    let merged: MergedWeights | null = null;
+    let captured: CapturedDecode | null = null;
+    try {
+      merged = lora
+        ? await MergedWeights.create(model, lora, forms.compute, options.sharedWeights, options.threads)
+        : null;
+      captured = options.graphCapture ? await CapturedDecode.open(model, lora, forms, options) : null;
+    } catch (e) {
+      await merged?.close();
+      await session.close();
+      throw e;
+    }
+    const engine = new InferenceEngine(model.config, lora, session, limit, forms.compute, merged, captured);
     await engine.setLoraWeights(null, 0);
     return engine;
+  }
+
+  /** Decode steps run under graph capture so far (0 without `SessionOptions.graphCapture`). */
+  get capturedDecodeSteps(): number {
+    return this.#captured?.steps ?? 0;
   }
 
   /** Feeds an adapter of this engine's shape merged into the Linears (`null`: the base model). */
@@ -159,10 +179,19 @@ export class InferenceEngine {
       }
     }
     const merged = await this.#merged.merged(weights, scale);
+    this.#feedWeights(merged);
+  }
+
+  /**
+   * Binds the graph's weight inputs (name → tensor) to the main session, and writes the same tensors into
+   * the captured decode session's, whose graph has the same weight inputs (infer_graph.ts).
+   */
+  #feedWeights(tensors: ReadonlyMap<string, HostTensor>): void {
     const feeds: Record<string, BoundTensor> = {};
-    for (const [name, tensor] of merged) feeds[name] = this.#session.bind(tensor);
+    for (const [name, tensor] of tensors) feeds[name] = this.#session.bind(tensor);
     this.#releaseWeights();
     this.#weightFeeds = feeds;
+    this.#captured?.setWeights(tensors);
   }
 
   #releaseWeights(): void {
@@ -231,6 +260,7 @@ export class InferenceEngine {
 
   /** Runs one generation step (prefill, decode or continuation) and returns the sampled tokens. */
   async step(input: StepInput): Promise<StepOutput> {
+    if (this.#captured && CapturedDecode.accepts(input)) return this.#captured.step(input);
     const { batch: B, width: S } = input;
     const total = Math.max(...Array.from(input.seqlens)) + 1;
     const cache = this.#cache(input.cache);
@@ -279,6 +309,7 @@ export class InferenceEngine {
   async close(): Promise<void> {
     this.#releaseWeights();
     await this.#merged?.close();
+    await this.#captured?.close();
     await this.#session.close();
   }
 }

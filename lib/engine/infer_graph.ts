@@ -19,6 +19,9 @@
  *   uniforms float [B] · filter bool [] · top_k int64 [1] · top_p float [] · constrain bool [] ·
  *   constraint_fill float [B] · constraint_ids int64 [B, K] · constraint_bias float [B, K] · top_n int64 [1]
  *   · score_top int64 [1]  (constraints and alternatives: lib/model/graph/head.ts)
+ * The decode graph (`heads` "decode", for graph capture: lib/engine/captured_decode.ts) takes input_ids
+ * int64 [B] (S = 1), seqlens_k, total_seq_len, the cache, the same weight inputs as the main graph, temperature float [B] and
+ * uniforms float [B], and gives the present cache, next_tokens and next_logprobs; it has no If.
  * Outputs:
  *   present.L.key / present.L.value · target_logprobs float [B·S] (score mode; empty otherwise) ·
  *   next_tokens int64 [B] · next_logprobs float [B] · next_top_ids int64 [B, n] · next_top_logprobs
@@ -45,6 +48,7 @@ import {
   headChunkRows,
   inverseTemperature,
   sampleNext,
+  sampleUnbranched,
 } from "../model/graph/head.ts";
 import { type GraphForms, graphForms } from "../model/graph/forms.ts";
 import type { SharedTensor, SharedWeights } from "../model/shared_weights.ts";
@@ -95,19 +99,29 @@ export interface InferenceModel {
 }
 
 /**
+ * Which heads the graph carries: `all` (prefill, decode, continuation, scoring; the module comment), or
+ * `decode`, the captured decode step's (`addDecodeHead`: no If, for graph capture).
+ */
+export type InferenceHeads = "all" | "decode";
+
+/**
  * Builds the inference graph of `model`: with its Linear stacks as inputs where `lora` is an adapter shape
  * (fed merged), from the checkpoint where it is null; over `shared` weights when given (graph/weights.ts).
+ * Both `heads` take the same weight inputs, so the engine feeds them the same tensors.
  */
 export function buildInferenceModel(
   model: ModelDir,
   lora: LoraShape | null,
   forms: GraphForms = graphForms(),
   shared?: SharedWeights,
+  heads: InferenceHeads = "all",
 ): InferenceModel {
   const cfg = model.config;
   const { num_hidden_layers: L, num_key_value_heads: nKV, head_dim: D } = cfg;
   const g = new GraphBuilder("qwen3_infer");
-  const ids = g.input(IO.ids, "int64", ["B", "S"]);
+  // The decode graph takes one id per sequence, `[B]`: a Reshape of the input would run on the CPU
+  // (onnxruntime places small int64 work there), so the bound device ids would be copied when bound.
+  const ids = heads === "decode" ? g.input(IO.ids, "int64", ["B"]) : g.input(IO.ids, "int64", ["B", "S"]);
   const seqlens = g.input(IO.seqlens, "int32", ["B"]);
   const total = g.input(IO.total, "int32", []);
   const past = Array.from({ length: L }, (_, l) => ({
@@ -120,12 +134,20 @@ export function buildInferenceModel(
     toDtype(g, g.initializer(name, data, [rope.positions, rope.half]), forms.compute); // [P, D/2]
   const [cos, sin] = [table("rope.cos", rope.cos), table("rope.sin", rope.sin)]; // GQA takes them in q's dtype
 
-  const batched = Concat.emit(g, [Shape.emit(g, ids), g.ints([-1])], 0); // [3] = B, S, -1
+  // GroupQueryAttention's layout [B, S, E]. The main graph's q and k leave their norm in it (`headLayout`,
+  // a shape computed from the ids). The decode graph's shapes are constants, so that no shape is computed
+  // from a device tensor (a copy to the host inside the run, which graph capture refuses): S = 1, rows N =
+  // B, each of q, k, v reshaped to [-1, 1, E]. Not through `headLayout`: with a constant layout there,
+  // onnxruntime 1.30's WebGPU provider fuses the q/k norm into GroupQueryAttention and then refuses the
+  // session, "Inputs 0 (query) shall be 3 dimensions" (seen with the layout [0, 1, -1]; the fused node is
+  // named GroupQueryAttention_qknorm). The Reshapes after the norm keep the fusion off.
+  const batched = heads === "decode" ? null : Concat.emit(g, [Shape.emit(g, ids), g.ints([-1])], 0); // [3]
+  const toBatch = (x: Value, e: number) => Reshape.emit(g, x, batched ?? [-1, 1, e]); // [B, S, E]
   const attention: AttentionFn = (layer, q, k, v) => {
     const [out, presentKey, presentValue] = GroupQueryAttention.emit(g, {
-      query: q, // [B, S, nH*D] (headLayout)
-      key: k, // [B, S, nKV*D] (headLayout)
-      value: Reshape.emit(g, v, batched), // [B, S, nKV*D]
+      query: batched ? q : toBatch(q, cfg.num_attention_heads * D), // [B, S, nH*D] (headLayout)
+      key: batched ? k : toBatch(k, nKV * D), // [B, S, nKV*D] (headLayout)
+      value: toBatch(v, nKV * D), // [B, S, nKV*D]
       pastKey: past[layer].key,
       pastValue: past[layer].value,
       seqlensK: seqlens,
@@ -137,10 +159,17 @@ export function buildInferenceModel(
     g.output(presentValue, IO.presentValue(layer));
     return Reshape.emit(g, out, [-1, cfg.num_attention_heads * D]); // [N, nH*D]
   };
-  const flatIds = Reshape.emit(g, ids, [-1]); // [N]
-  const parts = { cfg, weights, lora: addLoraInputs(g, cfg, null), attention, headLayout: batched };
+  const flatIds = heads === "decode" ? ids : Reshape.emit(g, ids, [-1]); // [N]
+  const parts = {
+    cfg,
+    weights,
+    lora: addLoraInputs(g, cfg, null),
+    attention,
+    headLayout: batched ?? undefined,
+  };
   const hidden = decoder(g, flatIds, parts); // [N, H]
-  addHeads(g, hidden, headWeight(cfg, weights), cfg.vocab_size, forms);
+  if (heads === "all") addHeads(g, hidden, headWeight(cfg, weights), cfg.vocab_size, forms);
+  else addDecodeHead(g, hidden, headWeight(cfg, weights), cfg.vocab_size);
   return {
     bytes: g.toModel({ doc: `Qwen3 inference graph for ${model.dir}` }),
     externalFolder: weights.folder,
@@ -194,6 +223,21 @@ function addHeads(
   g.output(topIds, IO.nextTopIds); // [B, n]
   g.output(topLogprobs, IO.nextTopLogprobs); // [B, n]
   addScoreAlternatives(g, scoreMode, hidden, w, inverseTemperature(g, temperature), chunk, forms);
+}
+
+/**
+ * The captured decode step's head: one new token per sequence (S = 1, so the rows of `hidden` are the
+ * sequences'), sampled where temperature > 0 and greedy where it is 0, without an If (graph capture
+ * refuses control flow): inputs temperature float [B] (one per sequence, all equal) and uniforms float
+ * [B]; outputs next_tokens and next_logprobs, as `addHeads` computes them on its unfiltered, unconstrained
+ * path.
+ */
+function addDecodeHead(g: GraphBuilder, hidden: Value, w: Value, vocab: number): void {
+  const temperatures = g.input(IO.temperature, "float32", ["B"]);
+  const uniforms = g.input(IO.uniforms, "float32", ["B"]);
+  const [tokens, logprobs] = sampleUnbranched(g, hidden, w, vocab, temperatures, uniforms); // [B], [B]
+  g.output(tokens, IO.nextTokens);
+  g.output(logprobs, IO.nextLogprobs);
 }
 
 /** The sampler's constraint and alternative inputs (`deno task serve`; head.ts). */

@@ -19,6 +19,7 @@ export async function openPolicy(model: Config["model"], options: LoadPolicyOpti
       adapter: model.adapter,
       ep: model.ep,
       providerOptions: providerOptionsOf(model),
+      graphCapture: model.webgpu.graph_capture,
       compute: model.compute_dtype,
       threads: model.threads,
       ...options,

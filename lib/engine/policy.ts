@@ -37,6 +37,11 @@ export interface PolicyOptions {
   /** onnxruntime intra-op threads; 0 or absent = one per core. */
   threads?: number;
   /**
+   * Decode steps under graph capture (webgpu only; lib/engine/captured_decode.ts; from
+   * `model.webgpu.graph_capture`); default false.
+   */
+  graphCapture?: boolean;
+  /**
    * The model's float32 weights loaded once per process (`loadSharedWeights`), to share with a trainer
    * in the same process instead of holding a copy of its own (lib/engine/session.ts). Posted to the
    * policy's Worker as is: the memory is shared, not copied.

@@ -18,6 +18,7 @@ export function policyOptionsOf(config: Config, adapter = config.model.adapter):
     lora: { r, alpha, rslora, targets: [...targets] },
     ep: config.model.ep,
     providerOptions: providerOptionsOf(config.model),
+    graphCapture: config.model.webgpu.graph_capture,
     compute: config.model.compute_dtype,
     threads: config.model.threads,
     maxSequences: config.rollout.max_batch,

@@ -64,6 +64,11 @@ export interface SessionOptions {
   /** Intra-op threads; 0 or absent lets onnxruntime choose (one per core). */
   threads?: number;
   /**
+   * Run the engine's decode steps under graph capture (webgpu only; lib/engine/captured_decode.ts, from
+   * `model.webgpu.graph_capture`). Default false.
+   */
+  graphCapture?: boolean;
+  /**
    * The model's float32 weights, loaded once per process (`loadSharedWeights`): graphs are built over
    * them and sessions read them in place (FFI only; ignored, with a warning, where FFI is unavailable).
    */

@@ -33,6 +33,7 @@ export const ORT_API_INDEX = {
   SessionGetOutputCount: 31,
   SessionGetInputName: 36,
   SessionGetOutputName: 37,
+  CreateRunOptions: 39,
   CreateTensorAsOrtValue: 48,
   CreateTensorWithDataAsOrtValue: 49,
   GetTensorMutableData: 51,
@@ -45,6 +46,7 @@ export const ORT_API_INDEX = {
   ReleaseMemoryInfo: 94,
   ReleaseSession: 95,
   ReleaseValue: 96,
+  ReleaseRunOptions: 97,
   ReleaseSessionOptions: 100,
   SessionEndProfiling: 110,
   GetAvailableProviders: 125,
@@ -60,6 +62,7 @@ export const ORT_API_INDEX = {
   ClearBoundInputs: 141,
   ClearBoundOutputs: 142,
   AddInitializer: 150,
+  AddRunConfigEntry: 165,
   CreatePrepackedWeightsContainer: 166,
   ReleasePrepackedWeightsContainer: 167,
   CreateSessionFromArrayWithPrepackedWeightsContainer: 169,
@@ -97,6 +100,7 @@ const SIGNATURES = {
   SessionGetOutputCount: { parameters: [P, B], result: STATUS },
   SessionGetInputName: { parameters: [P, "usize", P, B], result: STATUS }, // session, i, allocator, char** out
   SessionGetOutputName: { parameters: [P, "usize", P, B], result: STATUS },
+  CreateRunOptions: { parameters: [B], result: STATUS }, // OrtRunOptions** out
   // allocator, shape (int64[]), rank, element type, OrtValue** out: a tensor in the allocator's memory
   CreateTensorAsOrtValue: { parameters: [P, B, "usize", "i32", B], result: STATUS },
   // memory info, data, bytes, shape (int64[]), rank, element type, OrtValue** out
@@ -111,6 +115,7 @@ const SIGNATURES = {
   ReleaseMemoryInfo: { parameters: [P], result: "void" },
   ReleaseSession: { parameters: [P], result: "void" },
   ReleaseValue: { parameters: [P], result: "void" },
+  ReleaseRunOptions: { parameters: [P], result: "void" },
   ReleaseSessionOptions: { parameters: [P], result: "void" },
   SessionEndProfiling: { parameters: [P, P, B], result: STATUS }, // session, allocator, char** out
   GetAvailableProviders: { parameters: [B, B], result: STATUS }, // char*** out, int* count
@@ -126,6 +131,7 @@ const SIGNATURES = {
   ClearBoundInputs: { parameters: [P], result: "void" },
   ClearBoundOutputs: { parameters: [P], result: "void" },
   AddInitializer: { parameters: [P, B, P], result: STATUS }, // options, name, OrtValue* (caller's memory)
+  AddRunConfigEntry: { parameters: [P, B, B], result: STATUS }, // run options, key, value
   CreatePrepackedWeightsContainer: { parameters: [B], result: STATUS }, // OrtPrepackedWeightsContainer** out
   ReleasePrepackedWeightsContainer: { parameters: [P], result: "void" },
   // env, bytes, n, options, container, out

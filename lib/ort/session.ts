@@ -27,6 +27,7 @@ import { IoBinding } from "./binding.ts";
 import { DeviceMemory } from "./device.ts";
 import { ortEnv } from "./env.ts";
 import type { ExecutionProvider, ProviderOptions } from "./providers.ts";
+import type { RunOptions } from "./run_options.ts";
 import type { OrtTensor } from "./value.ts";
 
 /** Graph optimization levels (`GraphOptimizationLevel`). */
@@ -188,9 +189,9 @@ export class OrtSession {
     return new IoBinding(this.#live());
   }
 
-  /** Runs with the values bound to `binding`. */
-  runBinding(binding: IoBinding): void {
-    check(ortApi().RunWithBinding(this.#live(), null, binding.pointer), "RunWithBinding");
+  /** Runs with the values bound to `binding` (and `options`, e.g. a captured graph's id: run_options.ts). */
+  runBinding(binding: IoBinding, options?: RunOptions): void {
+    check(ortApi().RunWithBinding(this.#live(), options?.pointer ?? null, binding.pointer), "RunWithBinding");
   }
 
   /**

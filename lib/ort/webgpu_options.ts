@@ -17,8 +17,10 @@
  * `dawnProcTable`, `dawnBackendType` (D3D12 | Vulkan), `powerPreference` (high-performance | low-power),
  * `deviceId`, `webgpuInstance`, `webgpuDevice`, `enableRobustness`, `preserveDevice`,
  * `maxStorageBufferBindingSize`, `maxNumPendingDispatches`. The session options take any key/value map,
- * so adding one (graph capture, say) is a config key beside its onnxruntime name (`WEBGPU_OPTION_NAMES`,
- * lib/config/sections/model.ts).
+ * so adding one is a config key beside its onnxruntime name (`WEBGPU_OPTION_NAMES`,
+ * lib/config/sections/model.ts). `enableGraphCapture` is the exception: it is set on the captured decode
+ * step's own session only (lib/engine/captured_decode.ts, `model.webgpu.graph_capture`), since it refuses
+ * a graph with an If, which the engine's other graphs have.
  *
  * **One device, one context.** The buffer cache modes and the validation mode belong to the WebGPU
  * context of a device (`deviceId`, default 0), which the first session on the device creates and the

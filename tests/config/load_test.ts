@@ -23,6 +23,7 @@ import {
 import { isField, type Section } from "../../lib/config/fields.ts";
 import { WEBGPU_BUFFER_CACHE_MODES, WEBGPU_VALIDATION_MODES } from "../../lib/ort/webgpu_options.ts";
 import { demoSettings } from "../../lib/demo/settings.ts";
+import { policyOptionsOf } from "../../lib/engine/policy_options.ts";
 
 /** Runs `body`, expects a one-line `UserError`, and checks its message holds every fragment. */
 function expectUserError(body: () => unknown, ...fragments: string[]): string {
@@ -176,6 +177,7 @@ const WEBGPU_DEFAULTS_BY_KEY = {
   query_resolve_buffer_cache_mode: WEBGPU_DEFAULTS.queryResolveBufferCacheMode,
   default_buffer_cache_mode: WEBGPU_DEFAULTS.defaultBufferCacheMode,
   validation_mode: WEBGPU_DEFAULTS.validationMode,
+  graph_capture: false,
 };
 
 Deno.test("model.webgpu: a value onnxruntime does not take is refused with the valid choices", () => {
@@ -191,8 +193,8 @@ Deno.test("model.webgpu: a value onnxruntime does not take is refused with the v
     "disabled, wgpuOnly, basic, full",
   );
   expectUserError(
-    () => applyOverrides(defaultConfig(), [["model.webgpu.graph_capture", "true"]]),
-    "unknown key model.webgpu.graph_capture",
+    () => applyOverrides(defaultConfig(), [["model.webgpu.enable_int64", "true"]]),
+    "unknown key model.webgpu.enable_int64",
     "storage_buffer_cache_mode",
   );
 });
@@ -248,6 +250,24 @@ Deno.test("model.webgpu becomes onnxruntime's WebGPU provider options, by its ke
   });
   assert.deepEqual(providerOptionsOf(defaults), {}, "cpu: none");
   assert.deepEqual(providerOptionsOf({ ...defaults, ep: "cuda" }), {}, "cuda: none");
+});
+
+Deno.test("model.webgpu.graph_capture: off by default, refused off webgpu, never a provider option", () => {
+  assert.equal(defaultConfig().model.webgpu.graph_capture, false);
+  expectUserError(
+    () => validateConfig({ model: { ep: "cpu", webgpu: { graph_capture: true } } }),
+    "config key model.webgpu.graph_capture",
+    "model.ep is cpu",
+    "Fix: set model.ep to webgpu, or model.webgpu.graph_capture back to false",
+  );
+  const config = validateConfig({ model: { ep: "webgpu", webgpu: { graph_capture: true } } });
+  assert.deepEqual(
+    Object.keys(providerOptionsOf(config.model)),
+    Object.keys(WEBGPU_DEFAULTS),
+    "not on every session",
+  );
+  assert.equal(policyOptionsOf(config).graphCapture, true);
+  assert.equal(policyOptionsOf(defaultConfig()).graphCapture, false);
 });
 
 Deno.test("an old config's train.loss.aggregation: sft is refused at load with the fix: objective sft", async () => {

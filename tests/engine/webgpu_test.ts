@@ -228,7 +228,7 @@ webgpuTest("WebGPU provider options reach the policy's session and the trainer's
   await assert.rejects(() => Trainer.create(m, spec, { providerOptions }), refused);
   // From a config (a value the loader would refuse, set after it): the pipeline's policy and trainer.
   const config = validateConfig({ model: { path: dir, ep: "webgpu" }, train: { lora: { r: 2, alpha: 4 } } });
-  (config.model.webgpu as Record<string, string>).validation_mode = "none";
+  (config.model.webgpu as Record<string, unknown>).validation_mode = "none";
   await assert.rejects(
     () => openPolicy(config.model, { ...policyOptionsOf(config), worker: false }),
     refused,

@@ -66,6 +66,12 @@ const webgpu = {
     doc: "checks on each GPU dispatch: disabled | wgpuOnly (WebGPU's own) | basic (plus onnxruntime's) | " +
       "full (plus types) (onnxruntime's validationMode)",
   }),
+  graph_capture: bool({
+    default: false,
+    doc: "run the policy's decode steps as a captured graph, replayed each step (onnxruntime's " +
+      "enableGraphCapture, on a second session holding a second copy of the weights; " +
+      "lib/engine/captured_decode.ts); off until measured faster on a GPU",
+  }),
 };
 
 /** The resolved `model.webgpu` section. */

@@ -258,6 +258,38 @@ export function sampleNext(
 }
 
 /**
+ * `sampleNext` without control flow, for a graph run under graph capture (which refuses If nodes):
+ * rows `[B, H]` → `[tokens int64 [B], logprobs [B]]`. The same ops as sampleNext's unfiltered path — the
+ * two-stage sample where temperature > 0, the argmax where it is 0 — both computed and one kept by a
+ * Where on the device, so it gives sampleNext's tokens and log-probs; no top-k / top-p, constraints or
+ * alternatives (their callers run uncaptured: lib/engine/captured_decode.ts).
+ */
+export function sampleUnbranched(
+  g: GraphBuilder,
+  rows: Value,
+  w: Value,
+  vocab: number,
+  temperatures: Value,
+  uniforms: Value,
+): [Value, Value] {
+  // Per-row temperatures `[B]`, not one scalar: onnxruntime places scalar arithmetic on the CPU, which
+  // would copy to the host inside the run.
+  const t = Unsqueeze.emit(g, temperatures, [1]); // [B, 1]
+  const scaled = Mul.emit(g, rows, inverseTemperature(g, t)); // [B, H]
+  const z = Gemm.emit(g, scaled, w, null, { transB: true }); // [B, V]
+  const p = Softmax.emit(g, z, 1); // [B, V]
+  const sampled = sampleTwoStage(g, p, Unsqueeze.emit(g, uniforms, [1]), vocab); // [B, 1]
+  // Chosen in float32 (exact ids below 2^24): WebGPU has no int64 Where, and a node on the CPU is a copy
+  // inside the run. Each output is written by a kernel (a one-entry ReduceSum, then a Cast), not a
+  // Reshape or Squeeze: those copy into a bound output, and a captured graph replays dispatches only.
+  const asFloat = (x: Value) => Cast.emit(g, x, "float32");
+  const chosen = Where.emit(g, Greater.emit(g, t, 0), asFloat(sampled), asFloat(ArgMax.emit(g, z, 1))); // [B, 1]
+  const logprob = Log.emit(g, GatherElements.emit(g, p, toIndex(g, chosen), 1)); // [B, 1]
+  const squeezed = (x: Value) => ReduceSum.emit(g, x, [1], { keepdims: false }); // [B, 1] → [B]
+  return [toIndex(g, squeezed(chosen)), squeezed(logprob)]; // [B], [B]
+}
+
+/**
  * Index of the first entry whose running sum reaches `threshold`: p `[B, K]`, threshold `[B, 1]` → `[B, 1]`,
  * as a float32 count (exact below 2^24). Counting in float keeps every step on a GPU provider, which has
  * no int64 ReduceSum or Min: an int64 count would send `[B, K]` to the host and back inside each decode

@@ -1,0 +1,269 @@
+/**
+ * `CapturedDecode`: the decode step under onnxruntime's graph capture on WebGPU (`model.webgpu.graph_capture`).
+ * A decode step is hundreds of kernels (588 for 28 layers: kernel_count_test.ts) whose dispatch, not
+ * arithmetic, is the step's time on a GPU (issue 29);
+ * a captured graph is the step's dispatches recorded once and replayed by the provider without walking the
+ * graph again.
+ *
+ * What capture needs (onnxruntime 1.30's WebGPU provider; docs/ENGINE_FACTS.md, "Graph capture of the
+ * decode step"), and how this file meets it:
+ * - **No control flow in the graph**: the session refuses capture for a graph with an If. So the step runs
+ *   its own session over the decode graph (infer_graph.ts, heads `decode`: sampleUnbranched), which takes
+ *   the main graph's weight inputs (with an adapter shape, the merged Linear stacks: merged_weights.ts) and
+ *   folds the rest of the checkpoint itself: a second device copy of the weights.
+ * - **The same buffers at every replay**: a replay reads and writes the buffers bound when it was
+ *   captured, and host inputs are not copied again. So every input and output lives in device memory,
+ *   bound once per cache binding (one batch's rows of one KV cache) and written in place before each
+ *   step: token ids, cache positions (`seqlens_k`), temperatures, uniforms; the weight inputs (the engine
+ *   feeds them the tensors its main graph gets) in fixed device tensors rewritten by `setWeights`; the KV
+ *   cache bound as GroupQueryAttention's past and present.
+ *   `total_seq_len`, which the attention kernel reads on the host, is bound once as the cache's capacity
+ *   (each sequence's length comes from `seqlens_k`). Each output is written by a kernel: a replay
+ *   repeats dispatches, not the buffer copies a Reshape into a bound output makes (head.ts).
+ * - **No copy between host and device inside the run**: the decode graph computes no shape from a device
+ *   tensor and keeps its scalars per sequence (infer_graph.ts, head.ts say how).
+ * - **The same shapes**: one captured graph per cache binding, by `gpu_graph_id` (run_options.ts); the
+ *   session keeps every graph it captured, with its small input tensors, until it closes.
+ *
+ * What runs uncaptured (the engine's own session, engine.ts): prefills and continuations (more than one
+ * new token), steps with constraints, alternatives or top-k / top-p, and caches that are staged copies
+ * (device_cache.ts).
+ *
+ * Dimension legend: B sequences (the binding's rows).
+ *
+ * @module
+ */
+
+import type { DeviceElementType, DeviceMemory, DeviceTensor, OrtValueHandle } from "../ort/device.ts";
+import { type HostTensor, OrtTensor } from "../ort/value.ts";
+import { DeviceEngineSession, type FixedRun } from "./device_session.ts";
+import type { GraphForms } from "../model/graph/forms.ts";
+import type { ModelDir } from "../model/model_dir.ts";
+import type { LoraShape } from "../model/lora.ts";
+import { type CacheBinding, cacheIO } from "./kv_cache.ts";
+import { buildInferenceModel, IO } from "./infer_graph.ts";
+import { openEngineSession, type SessionOptions } from "./session.ts";
+import { UserError } from "../errors.ts";
+import type { SamplingParams } from "./feeds.ts";
+
+/** What a decode step gives (the fields of engine.ts's `StepInput` this path reads). */
+export interface DecodeStepInput {
+  /** `[B]` token ids: one new token per sequence. */
+  ids: ArrayLike<number>;
+  batch: number;
+  /** New tokens per sequence: 1 for a step this path runs. */
+  width: number;
+  /** Per sequence: the position the token is written at (cache length after the step - 1). */
+  seqlens: ArrayLike<number>;
+  uniforms: ArrayLike<number>;
+  sampling: SamplingParams;
+  cache: CacheBinding;
+  constraints?: readonly ({ ids: readonly number[] } | null)[];
+  topN?: number;
+}
+
+/** A sampled token and its log-prob per sequence. */
+export interface DecodeStepOutput {
+  tokens: number[];
+  logprobs: number[];
+}
+
+/** One cache binding's captured step: its device inputs and outputs and host staging, bound once. */
+interface CapturedStep {
+  run: FixedRun;
+  /** Host arrays copied into `device` before each step (same order). */
+  staged: OrtTensor[];
+  device: DeviceTensor[];
+  ids: BigInt64Array; // [B]
+  seqlens: Int32Array; // [B]
+  temperature: Float32Array; // [B]
+  uniforms: Float32Array; // [B]
+  tokens: [DeviceTensor, OrtTensor<"int64">]; // [B]
+  logprobs: [DeviceTensor, OrtTensor<"float32">]; // [B]
+}
+
+export class CapturedDecode {
+  readonly #session: DeviceEngineSession;
+  readonly #memory: DeviceMemory;
+  /** The graph's weight inputs (the engine's: merged Linear stacks, say) by name, in fixed device buffers. */
+  readonly #weights = new Map<string, DeviceTensor>();
+  /** Whether a step has bound `#weights` (a graph captured with them): no weight may be added after. */
+  #weightsBound = false;
+  readonly #steps = new WeakMap<CacheBinding, CapturedStep>();
+  #nextGraph = 1;
+  /** Decode steps run here (a count for tests and stats: each is a capture or a replay). */
+  steps = 0;
+
+  private constructor(session: DeviceEngineSession) {
+    this.#session = session;
+    this.#memory = session.device;
+  }
+
+  /**
+   * Builds the decode graph of `model` (the engine's weight inputs for `lora`, its `forms`) and opens its session
+   * on `options.ep`, which must be webgpu, with the engine's provider options plus `enableGraphCapture`.
+   */
+  static async open(
+    model: ModelDir,
+    lora: LoraShape | null,
+    forms: GraphForms,
+    options: SessionOptions,
+  ): Promise<CapturedDecode> {
+    if (options.ep !== "webgpu") {
+      throw new Error(
+        `graph capture: model.ep is ${
+          options.ep ?? "cpu"
+        }; it needs webgpu (set model.webgpu.graph_capture false)`,
+      );
+    }
+    const built = buildInferenceModel(model, lora, forms, undefined, "decode");
+    const session = await openEngineSession(built.bytes, built.externalFolder, {
+      ...options,
+      sharedWeights: null,
+      providerOptions: { ...options.providerOptions, enableGraphCapture: "1" },
+    }).catch((e) => {
+      throw captureRefusal(e);
+    });
+    if (!(session instanceof DeviceEngineSession)) {
+      await session.close();
+      throw new Error(`graph capture: the ${session.backend} session has no device bindings; it needs FFI`);
+    }
+    return new CapturedDecode(session);
+  }
+
+  /** Whether `input` is a step this path runs (see the module comment); else the engine runs it. */
+  static accepts(input: DecodeStepInput): boolean {
+    const { sampling } = input;
+    return input.width === 1 && !input.cache.stage && (input.topN ?? 0) === 0 &&
+      !(input.constraints ?? []).some((c) => c && c.ids.length > 0) &&
+      sampling.topK === 0 && sampling.topP === 1;
+  }
+
+  /**
+   * Writes the graph's weight inputs (name → tensor, as the engine feeds its main graph: infer_graph.ts)
+   * into fixed device buffers, made on the first call; a later call rewrites them in place, so graphs
+   * already captured read the new values. Each call must give the same names, types and shapes.
+   */
+  setWeights(tensors: ReadonlyMap<string, HostTensor>): void {
+    const pairs: [OrtTensor, DeviceTensor][] = [];
+    for (const [name, t] of tensors) pairs.push([OrtTensor.of(t), this.#weightBuffer(name, t)]);
+    try {
+      this.#memory.upload(pairs);
+    } finally {
+      pairs.forEach(([h]) => h.release());
+    }
+  }
+
+  /** The fixed device buffer of weight input `name`, made on first use for `t`'s type and shape. */
+  #weightBuffer(name: string, t: HostTensor): DeviceTensor {
+    const known = this.#weights.get(name);
+    if (known) {
+      if (known.type !== t.type || known.dims.join() !== t.dims.join()) {
+        throw new Error(
+          `graph capture: weight ${name} is ${t.type}[${t.dims}], its captured buffer ${known.type}[${known.dims}]`,
+        );
+      }
+      return known;
+    }
+    if (!isDeviceType(t.type)) {
+      throw new Error(`graph capture: weight ${name} is ${t.type}, not a device type`);
+    }
+    if (this.#weightsBound) {
+      throw new Error(`graph capture: weight ${name} is new after a graph was captured`);
+    }
+    const device = this.#memory.tensor(t.type, t.dims);
+    this.#weights.set(name, device);
+    return device;
+  }
+
+  /** Runs one decode step (`CapturedDecode.accepts(input)`) through the binding's captured graph. */
+  step(input: DecodeStepInput): DecodeStepOutput {
+    const B = input.batch;
+    const s = this.#stepFor(input.cache, B);
+    for (let b = 0; b < B; b++) {
+      s.ids[b] = BigInt(input.ids[b]);
+      s.seqlens[b] = input.seqlens[b];
+      s.uniforms[b] = input.uniforms[b];
+    }
+    s.temperature.fill(input.sampling.temperature);
+    this.#memory.upload(s.staged.map((h, i) => [h, s.device[i]]));
+    s.run.run();
+    this.steps += 1;
+    this.#memory.download([s.tokens, s.logprobs]);
+    return { tokens: Array.from(s.tokens[1].data, Number), logprobs: Array.from(s.logprobs[1].data) };
+  }
+
+  /** The binding's captured step, bound on first use (its graph is captured by its first run). */
+  #stepFor(cache: CacheBinding, B: number): CapturedStep {
+    let step = this.#steps.get(cache);
+    if (step) return step;
+    const memory = this.#memory;
+    const ids = new BigInt64Array(B), seqlens = new Int32Array(B);
+    const temperature = new Float32Array(B), uniforms = new Float32Array(B);
+    // GroupQueryAttention's total length, read on the host: the cache's capacity M, an upper bound that
+    // holds at every step (each sequence's own length comes from seqlens_k, on the device). The kernel
+    // reads it where it is bound, and a replay not at all, so it must not change.
+    const total = Int32Array.of((cache.layers[0].key as DeviceTensor).dims[2]);
+    const staged = [
+      new OrtTensor("int64", ids, [B]),
+      new OrtTensor("int32", seqlens, [B]),
+      new OrtTensor("float32", temperature, [B]),
+      new OrtTensor("float32", uniforms, [B]),
+    ];
+    const device = staged.map((h) => memory.tensor(h.type as "int64" | "int32" | "float32", h.dims));
+    const tokens = memory.tensor("int64", [B]);
+    const logprobs = memory.tensor("float32", [B]);
+    const io = cacheIO(cache, (t) => t as DeviceTensor);
+    this.#weightsBound = true;
+    const inputs: Record<string, OrtValueHandle> = {
+      ...io.past,
+      ...Object.fromEntries(this.#weights), // the engine's weight inputs (setWeights)
+      [IO.ids]: device[0],
+      [IO.seqlens]: device[1],
+      [IO.temperature]: device[2],
+      [IO.uniforms]: device[3],
+      [IO.total]: new OrtTensor("int32", total, []),
+    };
+    const outputs = { ...io.present, [IO.nextTokens]: tokens, [IO.nextLogprobs]: logprobs };
+    step = {
+      run: this.#session.fixedRun(inputs, outputs, this.#nextGraph++),
+      staged,
+      device,
+      ids,
+      seqlens,
+      temperature,
+      uniforms,
+      tokens: [tokens, new OrtTensor("int64", new BigInt64Array(B), [B])],
+      logprobs: [logprobs, new OrtTensor("float32", new Float32Array(B), [B])],
+    };
+    this.#steps.set(cache, step);
+    return step;
+  }
+
+  close(): Promise<void> {
+    return this.#session.close(); // frees the device tensors made here with its allocator
+  }
+}
+
+/**
+ * onnxruntime's refusal to capture the decode graph, said as such (the provider started; the graph is what
+ * it refused: control flow, or a node on the CPU between device nodes); any other error as it is.
+ */
+export function captureRefusal(e: unknown): unknown {
+  const message = e instanceof Error ? e.message : String(e);
+  // onnxruntime's sentence only: the engine's session error adds the provider check's fix after it.
+  const refusal = /This session cannot use the graph capture feature[^\n]*?(?:\.(?=\s|$)|$)/.exec(message);
+  if (!refusal) return e;
+  return new UserError("model.webgpu.graph_capture", {
+    value: true,
+    why: `onnxruntime refused to capture the decode graph: ${
+      refusal[0].replace(/\s+/g, " ").trim().replace(/\.$/, "")
+    }`,
+    fix: "set model.webgpu.graph_capture false; the decode graph must have no If and no CPU node between " +
+      'device nodes (docs/ENGINE_FACTS.md, "Graph capture of the decode step")',
+  });
+}
+
+function isDeviceType(type: string): type is DeviceElementType {
+  return type === "float32" || type === "float16" || type === "int32" || type === "int64";
+}

@@ -1,0 +1,189 @@
+/**
+ * The decode step under graph capture (lib/engine/captured_decode.ts, `model.webgpu.graph_capture`)
+ * against the same engine without it, on onnxruntime's WebGPU provider: the same tokens and log-probs,
+ * greedy and sampled, float32 and float16, with an adapter, through a second turn under another adapter
+ * (set after the graph was captured) whose continuation runs uncaptured on the same cache; every decode
+ * step went through the captured graph. And what capture needs from onnxruntime 1.30 itself: several
+ * captured graphs in one session, picked by `gpu_graph_id`, -1 running uncaptured; a graph with an If
+ * refused with onnxruntime's message.
+ *
+ * Runs where WebGPU starts (CI: lavapipe) and is skipped elsewhere (helpers/webgpu.ts).
+ */
+
+import assert from "node:assert/strict";
+import { InferenceEngine } from "../../lib/engine/engine.ts";
+import { captureRefusal } from "../../lib/engine/captured_decode.ts";
+import { UserError } from "../../lib/errors.ts";
+import { GenerationBatch } from "../../lib/engine/generate.ts";
+import { loraScale } from "../../lib/model/lora.ts";
+import type { LoraSpec } from "../../lib/model/lora.ts";
+import { openModelDir } from "../../lib/model/model_dir.ts";
+import type { ComputeDtype } from "../../lib/model/graph/forms.ts";
+import { GraphBuilder } from "../../lib/onnx/builder.ts";
+import { OPS } from "../../lib/onnx/ops.ts";
+import { OrtError } from "../../lib/ort/api.ts";
+import { OrtSession } from "../../lib/ort/session.ts";
+import { OrtTensor } from "../../lib/ort/value.ts";
+import { RunOptions } from "../../lib/ort/run_options.ts";
+import { randomAdapter } from "../helpers/adapters.ts";
+import { makeTinyModel } from "../helpers/tiny_model.ts";
+import { webgpuTest } from "../helpers/webgpu.ts";
+
+const VOCAB = 512;
+const SPEC: LoraSpec = { r: 2, alpha: 4, rslora: false, targets: ["q", "k", "v", "o", "gate", "up", "down"] };
+/** Log-prob tolerance: capture replays the same kernels on the same buffers, so the bits match (0 seen). */
+const TOLERANCE = 1e-3;
+
+/** An engine on WebGPU computing in `compute` with a random adapter, with or without graph capture. */
+async function engine(compute: ComputeDtype, graphCapture: boolean): Promise<InferenceEngine> {
+  const dir = await makeTinyModel({ vocab: VOCAB, tokenizer: false, seed: 11, dtype: "bfloat16" });
+  const model = await openModelDir(dir);
+  // Entries in ±0.5, not the default ±0.05: an adapter that moves the log-probs well past TOLERANCE, so
+  // a captured graph that misses it (fed the base weights, say) fails.
+  const adapter = randomAdapter(model.config, SPEC, 5, 0.5);
+  const e = await InferenceEngine.create(model, SPEC, { ep: "webgpu", compute, graphCapture });
+  await e.setLoraWeights(adapter.weights, loraScale(SPEC));
+  return e;
+}
+
+/**
+ * Two turns of three sequences (greedy, then sampled after a user turn, under a second adapter set between
+ * the turns: the captured graph, replayed, must read it); the tokens and the decode steps.
+ */
+async function rollout(e: InferenceEngine) {
+  const prompts = [[1, 2, 3, 4, 5], [7, 8, 9], [20, 30, 40, 50, 60, 70, 80]];
+  const batch = new GenerationBatch(e, prompts, 40, [3, 4, 5]);
+  try {
+    const first = await batch.generate({ maxNewTokens: 8, temperature: 0 });
+    batch.append(0, [11, 12, 13]); // a continuation: uncaptured, on the rows the captured graph reads
+    await e.setLoraWeights(randomAdapter(e.config, SPEC, 6, 0.5).weights, loraScale(SPEC));
+    const second = await batch.generate({ maxNewTokens: 8, temperature: 1 });
+    return { turns: [first, second], decodeSteps: batch.stats.decodeSteps };
+  } finally {
+    batch.release();
+  }
+}
+
+for (const compute of ["float32", "float16"] as const) {
+  webgpuTest(
+    `${compute}: captured decode gives the uncaptured tokens and log-probs, greedy and sampled`,
+    async () => {
+      const plain = await engine(compute, false);
+      const expected = await rollout(plain).finally(() => plain.close());
+      const captured = await engine(compute, true);
+      const got = await rollout(captured).finally(() => captured.close());
+      assert.ok(got.decodeSteps > 0);
+      assert.equal(captured.capturedDecodeSteps, got.decodeSteps, "every decode step ran captured");
+      assert.equal(plain.capturedDecodeSteps, 0);
+      expected.turns.forEach((turn, t) =>
+        turn.forEach((want, i) => {
+          const have = got.turns[t][i];
+          assert.deepEqual(have.tokens, want.tokens, `turn ${t}, sequence ${i}: tokens`);
+          const worst = Math.max(...want.logprobs.map((lp, j) => Math.abs(lp - have.logprobs[j])));
+          assert.ok(worst <= TOLERANCE, `turn ${t}, sequence ${i}: worst log-prob difference ${worst}`);
+        })
+      );
+    },
+  );
+}
+
+/** y = x + x over n floats, with x and y bound in device memory. */
+function addSession(options: Record<string, string>) {
+  const g = new GraphBuilder("add");
+  const x = g.input("x", "float32", ["n"]);
+  g.output(OPS.Add.emit(g, x, x), "y", ["n"]); // [n]
+  const session = OrtSession.create(g.toModel(), {
+    providers: ["webgpu"],
+    providerOptions: { webgpu: options },
+  });
+  const memory = session.deviceMemory("webgpu");
+  /** A binding of n floats run under `graphId`: call it with a start value, get 2·(start + i). */
+  const graph = (n: number, graphId: number) => {
+    const [x, y] = [memory.tensor("float32", [n]), memory.tensor("float32", [n])];
+    const binding = session.createBinding();
+    binding.input("x", x);
+    binding.output("y", y);
+    const run = new RunOptions({ gpu_graph_id: String(graphId) });
+    return (start: number) => {
+      memory.upload([[
+        new OrtTensor("float32", Float32Array.from({ length: n }, (_, i) => start + i), [n]),
+        x,
+      ]]);
+      session.runBinding(binding, run);
+      const out = new Float32Array(n);
+      memory.download([[y, new OrtTensor("float32", out, [n])]]);
+      return Array.from(out);
+    };
+  };
+  return { graph, release: () => (memory.release(), session.release()) };
+}
+
+webgpuTest(
+  "one session holds a captured graph per gpu_graph_id; -1 runs uncaptured; replays read new inputs",
+  () => {
+    const { graph, release } = addSession({ enableGraphCapture: "1" });
+    try {
+      const [a, b, plain] = [graph(3, 1), graph(5, 2), graph(3, -1)];
+      assert.deepEqual(a(1), [2, 4, 6]); // captured
+      assert.deepEqual(a(10), [20, 22, 24]); // replayed, on the new input
+      assert.deepEqual(b(100), [200, 202, 204, 206, 208]); // a second graph, another shape
+      assert.deepEqual(a(1000), [2000, 2002, 2004]); // the first again
+      assert.deepEqual(plain(7), [14, 16, 18]);
+    } finally {
+      release();
+    }
+    return Promise.resolve();
+  },
+);
+
+webgpuTest(
+  "graph capture refuses a graph with an If, with onnxruntime's message, said as a config fix",
+  () => {
+    const g = new GraphBuilder("branch");
+    const c = g.input("c", "bool", []);
+    const x = g.input("x", "float32", [2]);
+    const [y] = OPS.If.emit(g, c, (b) => [OPS.Add.emit(b, x, x)], (b) => [OPS.Mul.emit(b, x, x)], "branch");
+    g.output(y, "y", [2]);
+    let refused: unknown;
+    assert.throws(
+      () =>
+        OrtSession.create(g.toModel(), {
+          providers: ["webgpu"],
+          providerOptions: { webgpu: { enableGraphCapture: "1" } },
+          logSeverity: "fatal",
+        }),
+      (e: unknown) => {
+        refused = e;
+        return e instanceof OrtError && /graph capture.*control flow nodes/.test(e.ortMessage);
+      },
+    );
+    const said = captureRefusal(refused);
+    assert.ok(said instanceof UserError);
+    assert.match(said.message, /^model\.webgpu\.graph_capture \(got true\): onnxruntime refused to capture/);
+    assert.match(said.message, /control flow nodes/);
+    assert.match(said.message, /Fix: set model\.webgpu\.graph_capture false/);
+    // As the engine's session error words it: onnxruntime's sentence, then the provider check's fix.
+    const wrapped = captureRefusal(
+      new Error(
+        "model.ep webgpu: onnxruntime could not start a session on it: This session cannot use the graph " +
+          "capture feature as requested by the user as all compute graph nodes have not been partitioned to " +
+          "the WebGpuExecutionProvider. Fix: install a Vulkan driver Dawn accepts",
+      ),
+    );
+    assert.ok(wrapped instanceof UserError);
+    assert.match(wrapped.message, /partitioned to the WebGpuExecutionProvider\. Fix: set model\.webgpu/);
+    assert.doesNotMatch(wrapped.message, /Vulkan/);
+    const other = new Error("something else");
+    assert.equal(captureRefusal(other), other);
+    return Promise.resolve();
+  },
+);
+
+Deno.test("graph capture on another provider is refused before a session opens", async () => {
+  const dir = await makeTinyModel({ vocab: VOCAB, tokenizer: false, seed: 11 });
+  const model = await openModelDir(dir);
+  await assert.rejects(
+    () => InferenceEngine.create(model, null, { ep: "cpu", graphCapture: true }),
+    /graph capture: model.ep is cpu; it needs webgpu/,
+  );
+});
