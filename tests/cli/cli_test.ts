@@ -14,6 +14,7 @@ import { SAMPLE_META, sampleColumns } from "../fixtures/arrow_samples.ts";
 import { makeTinyModel } from "../helpers/tiny_model.ts";
 import { loadConfig } from "../../lib/config/mod.ts";
 import { DEMO_CONFIG } from "../../stages/demo.ts";
+import { denoRunArgs } from "../helpers/commands.ts";
 
 const STAGES = ["rollout", "score", "mask", "train", "loop", "eval"] as const;
 const ROOT = new URL("../..", import.meta.url).pathname;
@@ -25,11 +26,9 @@ interface Run {
 }
 
 async function runStage(stage: string, args: string[]): Promise<Run> {
-  const script = stage === "make-model"
-    ? join(ROOT, "scripts", "make_model.ts")
-    : join(ROOT, "stages", `${stage}.ts`);
+  const script = stage === "make-model" ? "scripts/make_model.ts" : `stages/${stage}.ts`;
   const command = new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", "--quiet", script, ...args],
+    args: [...denoRunArgs(script), ...args],
     cwd: ROOT,
     stdout: "piped",
     stderr: "piped",

@@ -310,7 +310,7 @@ Deno.test("loadConfig names the file in validation and YAML errors", async () =>
   await assertUserRejects(() => loadConfig({ file }), `${file}: config key model.ep`);
   await Deno.writeTextFile(file, "model:\n  ep: cpu\n  ep: cuda\n");
   await assertUserRejects(() => loadConfig({ file }), `config file ${file}:3:`, "invalid YAML", "line 3");
-  await assertUserRejects(() => loadConfig({ file: `${file}.missing` }), "no such file");
+  await assertUserRejects(() => loadConfig({ file: `${file}.missing` }), "it does not exist");
   const partial = await loadConfig({ text: "train:\n  lora:\n    r: 4\n" });
   assert.equal(partial.config.train.lora.r, 4);
   assert.equal(partial.source, "<text>");

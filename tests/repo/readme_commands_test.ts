@@ -13,6 +13,7 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import { loadConfig } from "../../lib/config/load.ts";
 import { optionsFromArgs } from "../../scripts/make_model.ts";
+import { denoRunArgs } from "../helpers/commands.ts";
 
 const ROOT = new URL("../..", import.meta.url).pathname;
 /** Tasks whose lines are not stage command lines (the test runner, the linters, the benchmarks). */
@@ -61,7 +62,7 @@ function overridesIn(text: string): Array<[string, string]> {
 
 async function run(script: string, args: string[]) {
   const out = await new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", "--quiet", join(ROOT, script), ...args],
+    args: [...denoRunArgs(script), ...args],
     cwd: ROOT,
     env: { NO_COLOR: "1" },
     stdout: "piped",

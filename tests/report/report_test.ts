@@ -12,6 +12,7 @@ import { Chromium } from "../../lib/report/chromium.ts";
 import { renderReport } from "../../lib/report/mod.ts";
 import { advantageColor } from "../../lib/report/trajectory.ts";
 import { makeRunDir } from "../fixtures/run_dir.ts";
+import { denoRunArgs } from "../helpers/commands.ts";
 
 const CHARTS = [
   "reward",
@@ -82,7 +83,7 @@ Deno.test("deno task report RUN writes RUN/report.html; a missing run is one lin
   const run = await makeRunDir({ steps: 2 });
   const report = (...args: string[]) =>
     new Deno.Command(Deno.execPath(), {
-      args: ["run", "--allow-all", "stages/report.ts", ...args],
+      args: [...denoRunArgs("stages/report.ts"), ...args],
       stdout: "piped",
       stderr: "piped",
     }).output();
