@@ -7,7 +7,7 @@
  */
 import { loadPolicy } from "../lib/engine/worker_policy.ts";
 import { providerOptionsOf } from "../lib/config/sections/model.ts";
-import { checkAdapterRoot, checkExposure, startServer } from "../lib/serve/serve.ts";
+import { checkAdapterRoot, checkExposure, checkPortFree, startServer } from "../lib/serve/serve.ts";
 import { progress, runStageMain, type StageArgs } from "../lib/cli/cli.ts";
 
 /** Loads the policy and serves it until the process is stopped. */
@@ -15,6 +15,7 @@ export async function serve(args: StageArgs): Promise<void> {
   const { model, serve: options } = args.config;
   const apiKey = options.api_key ?? Deno.env.get("DENO_RL_API_KEY") ?? null;
   checkExposure(options.host, apiKey);
+  checkPortFree(options.host, options.port);
   if (!await checkAdapterRoot(options.adapter_root)) {
     progress.log(
       `serve: serve.adapter_root ${options.adapter_root} does not exist yet; adapters load once it does`,
@@ -61,11 +62,12 @@ if (import.meta.main) {
     flagHelp: [
       "--port N         TCP port (serve.port, default 8000)",
       "--host H         address to bind (serve.host, default 127.0.0.1); another address needs --api-key",
-      "--api-key K      Bearer key clients must send (serve.api_key; or the DENO_RL_API_KEY variable)",
+      "--api-key K      Bearer key clients must send (serve.api_key); better, set the DENO_RL_API_KEY",
+      "                 environment variable: a flag is echoed by deno task and visible to others in ps",
     ],
     examples: [
       "deno task serve --port 8000",
-      "deno task serve --host 0.0.0.0 --api-key secret --serve.adapter_root=runs",
+      "DENO_RL_API_KEY=secret deno task serve --host 0.0.0.0 --serve.adapter_root=runs",
     ],
     run: serve,
   });
