@@ -138,3 +138,13 @@ Deno.test("every --section.key=value written in README.md or a --help text is a 
   }
   assert.ok(checked >= 3, `only ${checked} overrides found`);
 });
+
+Deno.test("README says, before its first plain `deno task` example, the one line that makes them work after the npx set-up", async () => {
+  const text = await Deno.readTextFile(join(ROOT, "README.md"));
+  const pinned = /npx -y (deno@[\d.]+) task/.exec(text)?.[1];
+  assert.ok(pinned, "no npx set-up line");
+  const alias = text.indexOf(`alias deno='npx -y ${pinned}'`);
+  const firstPlain = text.search(/^deno task /m);
+  assert.ok(alias >= 0, `no "alias deno='npx -y ${pinned}'" line`);
+  assert.ok(alias < firstPlain, "the alias line comes after the first plain deno task example");
+});
