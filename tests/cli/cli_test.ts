@@ -44,11 +44,32 @@ function lines(text: string): string[] {
   return text.split("\n").filter((l) => l.trim() !== "");
 }
 
+/** Each stage's own flags in its --help, and the input/output flags it does not read (absent). */
+const OWN_FLAGS: Record<(typeof STAGES)[number], { has: string[]; lacks: string[] }> = {
+  rollout: { has: ["--out PATH", "--step N", "--shard i/n"], lacks: ["--in", "--adapter", "--resume"] },
+  score: { has: ["--in FILE", "--out PATH"], lacks: ["--step", "--adapter", "--resume"] },
+  mask: { has: ["--in FILE", "--out PATH"], lacks: ["--step", "--adapter", "--resume"] },
+  train: { has: ["--in FILE", "--out PATH", "--adapter DIR"], lacks: ["--step", "--resume"] },
+  loop: { has: ["--resume"], lacks: ["--in", "--out", "--adapter"] },
+  eval: { has: ["--out PATH"], lacks: ["--in", "--adapter", "--resume"] },
+};
+
 for (const stage of STAGES) {
-  Deno.test(`${stage} --help prints usage and the configuration keys, exit 0`, async () => {
+  Deno.test(`${stage} --help prints its own usage and flags and the configuration keys, exit 0`, async () => {
     const r = await runStage(stage, ["--help"]);
     assert.equal(r.code, 0, r.stderr);
-    assert.match(r.stdout, new RegExp(`deno task ${stage} `));
+    assert.match(r.stdout, new RegExp(`^deno task ${stage} `));
+    const flags = r.stdout.split("\nFlags:\n")[1]?.split("\n\n")[0] ?? "";
+    const listed = flags.split("\n").map((l) => l.trim().split(/\s{2,}/)[0]);
+    for (const flag of OWN_FLAGS[stage].has) {
+      assert.ok(listed.includes(flag), `${stage}: no ${flag} in ${listed}`);
+    }
+    for (const flag of OWN_FLAGS[stage].lacks) {
+      assert.ok(
+        !listed.some((l) => l.split(" ")[0] === flag),
+        `${stage} lists ${flag}, which it does not read`,
+      );
+    }
     assert.match(r.stdout, /--config FILE/);
     assert.match(r.stdout, /train\.lora\.r/);
   });
