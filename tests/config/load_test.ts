@@ -294,6 +294,13 @@ Deno.test("cross-field rules run before any model loads", () => {
   expectUserError(() => validateWith("rollout.tools.enabled", ["read_file"]), "read_file_root");
   expectUserError(() => validateWith("data.source", "gsm8k"), "data.path", "gsm8k");
   expectUserError(() => validateWith("data.arithmetic.min_operands", 5), "min_operands (got 5)");
+  // Bounded time: a million synthetic tasks did not finish in minutes; 100,000 is the most.
+  expectUserError(
+    () => validateWith("data.arithmetic.num_tasks", 1_000_000),
+    "num_tasks (got 1000000)",
+    "100000",
+  );
+  assert.equal(validateWith("data.arithmetic.num_tasks", 100_000).data.arithmetic.num_tasks, 100_000);
   const guided = { generation: { guided_tool_calls: true } };
   assert.equal(validateConfig({ rollout: guided }).rollout.generation.guided_tool_calls, true);
   expectUserError(
