@@ -196,19 +196,22 @@ Deno.test("--print-config prints the resolved configuration without checking or 
   assert.match(r.stdout, /^\s+r: 4$/m);
 });
 
-Deno.test("progress: plain lines off a terminal (start, each noted tick, done)", () => {
+Deno.test("progress: plain lines off a terminal (start, the first noted tick, one per 2 s, the last, done)", () => {
   const out: string[] = [];
-  const progress = new Progress({ write: (t) => out.push(t), isTerminal: false });
-  const task = progress.start("train: steps", 3);
-  task.tick(1, "loss 0.5");
-  task.tick(1);
-  task.tick(1, "loss 0.25");
-  task.done("3 steps");
+  let now = 0;
+  const progress = new Progress({ write: (t) => out.push(t), isTerminal: false }, () => now);
+  const task = progress.start("train: steps", 1000);
+  for (let step = 1; step <= 1000; step++) {
+    now = step * 10; // a step every 10 ms: 10 s in all
+    task.tick(1, `loss ${step}`);
+  }
+  task.done("1000 steps");
   assert.deepEqual(out, [
     "train: steps …\n",
-    "train: steps 1/3 loss 0.5\n",
-    "train: steps 3/3 loss 0.25\n",
-    "train: steps: 3 steps\n",
+    "train: steps 1/1000 loss 1\n",
+    ...[201, 401, 601, 801].map((s) => `train: steps ${s}/1000 loss ${s}\n`),
+    "train: steps 1000/1000 loss 1000\n",
+    "train: steps: 1000 steps\n",
   ]);
 });
 
