@@ -1,7 +1,7 @@
 /**
  * Writes the synthetic calculator task set as JSON Lines, one `Task` object per line:
  *
- *   deno run --allow-write data/make_arithmetic.ts --n 200 --seed 0 --out data/arithmetic.jsonl
+ *   deno run --allow-read --allow-write data/make_arithmetic.ts --n 200 --seed 0 --out data/arithmetic.jsonl
  *
  * Load the result with `data.source: jsonl` and `data.fields: {id: id, prompt: prompt, answer: answer}`,
  * or skip the file and use `data.source: arithmetic`, which generates the same tasks in memory.
@@ -12,7 +12,7 @@ import { UserError } from "../lib/errors.ts";
 import { type ArithmeticOptions, generateArithmeticTasks } from "../lib/data/arithmetic.ts";
 import type { Task } from "../lib/data/task.ts";
 
-const HELP = `deno run --allow-write data/make_arithmetic.ts [--n N] [--seed S] [--out FILE]
+const HELP = `deno run --allow-read --allow-write data/make_arithmetic.ts [--n N] [--seed S] [--out FILE]
 Writes N arithmetic tasks that need the calculator tool as JSON Lines.
   --n N               number of tasks (default 200)
   --seed S            PRNG seed; the same seed writes the same file (default 0)

@@ -7,13 +7,19 @@
  *   progress.log("wrote runs/x/adapter");        // a line that does not disturb a bar
  *
  * On a terminal a task with a count is one redrawn bar (`train [#####-----] 15/30 loss 0.6931`). When
- * stderr is not a terminal (CI, a log file) every line is plain: one at the start, one per tick that
- * carries a note (or at most one every `PLAIN_INTERVAL_MS` otherwise), one at the end.
+ * stderr is not a terminal (CI, a log file) every line is plain: one at the start, the first tick that
+ * carries a note, then at most one tick every `PLAIN_INTERVAL_MS` (showing the latest note) and the last
+ * one, and one at the end: a thousand warm-start steps in a log are a few dozen lines, not a thousand.
  *
  * @module
  */
 
 const PLAIN_INTERVAL_MS = 2000;
+
+/** Off a terminal: the first noted tick prints at once; any other once the interval has passed. */
+function plainDue(last: number, now: number, firstNote: boolean): boolean {
+  return firstNote || now - last >= PLAIN_INTERVAL_MS;
+}
 const BAR_WIDTH = 24;
 
 /** Where progress goes; tests pass their own sink. */
@@ -34,13 +40,17 @@ export class Progress {
   #sink: ProgressSink;
   #bar: string | null = null;
 
-  constructor(sink: ProgressSink = stderrSink()) {
+  readonly #now: () => number;
+
+  /** `now` (milliseconds) is the clock of the plain lines' interval; tests pass their own. */
+  constructor(sink: ProgressSink = stderrSink(), now: () => number = () => performance.now()) {
     this.#sink = sink;
+    this.#now = now;
   }
 
   /** Starts a task; `total` (when known) gives a bar and `count/total`. */
   start(label: string, total?: number): ProgressTask {
-    let count = 0, lastPlain = performance.now();
+    let count = 0, lastPlain = this.#now(), noted = false;
     const started = performance.now();
     const terminal = this.#sink.isTerminal;
     const counted = () => total === undefined ? `${count}` : `${count}/${total}`;
@@ -52,8 +62,9 @@ export class Progress {
         const note = extra ? ` ${extra}` : "";
         if (terminal) {
           this.#draw(`${label} ${total === undefined ? "" : bar(count, total) + " "}${counted()}${note}`);
-        } else if (extra || performance.now() - lastPlain >= PLAIN_INTERVAL_MS || count === total) {
-          lastPlain = performance.now();
+        } else if (plainDue(lastPlain, this.#now(), Boolean(extra) && !noted) || count === total) {
+          noted ||= Boolean(extra);
+          lastPlain = this.#now();
           this.log(`${label} ${counted()}${note}`);
         }
       },

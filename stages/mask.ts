@@ -12,7 +12,7 @@
 
 import { readStageFiles } from "../lib/arrow/merge.ts";
 import { pickEstimator } from "../lib/advantages/registry.ts";
-import { maskSummaryLine } from "../lib/mask/mask_table.ts";
+import { maskSummaryLine, zeroVarianceWarning } from "../lib/mask/mask_table.ts";
 import { mask } from "../lib/pipeline/mask.ts";
 import { writeStageOutput } from "../lib/pipeline/output.ts";
 import { openSession } from "../lib/pipeline/session.ts";
@@ -23,6 +23,8 @@ async function main(args: StageArgs): Promise<void> {
   const out = mask(openSession(args.config, args.configHash), scored, { step: 0 });
   await writeStageOutput(args.output!, out);
   console.log(maskSummaryLine(out.summary));
+  const warning = zeroVarianceWarning(out.summary, scored.vector("reward").toArray() as Float32Array);
+  if (warning) console.error(warning);
 }
 
 if (import.meta.main) {

@@ -8,7 +8,7 @@
  */
 import { loadPolicy } from "../lib/engine/worker_policy.ts";
 import { providerOptionsOf } from "../lib/config/sections/model.ts";
-import { checkAdapterRoot, checkExposure, startServer } from "../lib/serve/serve.ts";
+import { checkAdapterRoot, checkExposure, checkPortFree, startServer } from "../lib/serve/serve.ts";
 import { progress, runStageMain, type StageArgs } from "../lib/cli/cli.ts";
 import { join } from "node:path";
 import { UserError } from "../lib/errors.ts";
@@ -21,6 +21,7 @@ export async function serve(args: StageArgs): Promise<void> {
   const { model, serve: options } = args.config;
   const apiKey = options.api_key ?? Deno.env.get("DENO_RL_API_KEY") ?? null;
   checkExposure(options.host, apiKey);
+  checkPortFree(options.host, options.port);
   const recorder = await recordFlag(args, model.path);
   if (!await checkAdapterRoot(options.adapter_root)) {
     progress.log(
@@ -96,11 +97,12 @@ if (import.meta.main) {
       "--record DIR     record chat turns of requests naming an episode (x-episode-id) into DIR/rollouts.arrow",
       "--port N         TCP port (serve.port, default 8000)",
       "--host H         address to bind (serve.host, default 127.0.0.1); another address needs --api-key",
-      "--api-key K      Bearer key clients must send (serve.api_key; or the DENO_RL_API_KEY variable)",
+      "--api-key K      Bearer key clients must send (serve.api_key); better, set the DENO_RL_API_KEY",
+      "                 environment variable: a flag is echoed by deno task and visible to others in ps",
     ],
     examples: [
       "deno task serve --port 8000",
-      "deno task serve --host 0.0.0.0 --api-key secret --serve.adapter_root=runs",
+      "DENO_RL_API_KEY=secret deno task serve --host 0.0.0.0 --serve.adapter_root=runs",
     ],
     run: serve,
   });

@@ -10,7 +10,8 @@
  * @module
  */
 
-import { parseKind, realPathOf, specialKind, statOrNull } from "../fs/output.ts";
+import { parseKind, realPathOf, specialKind } from "../fs/output.ts";
+import { statOrNull } from "../fs/stat.ts";
 import { join } from "node:path";
 import { UserError } from "../errors.ts";
 import { readTextIfExists } from "../fs/read.ts";
@@ -20,7 +21,7 @@ import { KINDS, type StageKind } from "../arrow/kinds.ts";
 /** Checks `--in`: a stage file of `kind` with its manifest (a replacement cut short is undone first). */
 export async function checkInputFile(flag: string, path: string, kind?: StageKind): Promise<void> {
   await recoverReplacement(path, true).catch(() => {});
-  const info = await statOrNull(path);
+  const info = await statOrNull(path, `${flag} ${path}`);
   const writer = kind ? `deno task ${KINDS[kind].stage}` : "the stage that writes it";
   if (!info) {
     throw new UserError(`${flag} ${path}`, {
@@ -112,7 +113,7 @@ async function checkDirWith(
   file: string,
   expect: { what: string; fix: string },
 ): Promise<void> {
-  const info = await statOrNull(path);
+  const info = await statOrNull(path, `${name} ${path}`);
   const why = !info
     ? "it does not exist"
     : !info.isDirectory

@@ -6,7 +6,7 @@
 import { fileURLToPath } from "node:url";
 import { parse } from "@std/yaml";
 import { UserError } from "../errors.ts";
-import { specialKind } from "../fs/output.ts";
+import { readInputFile } from "../fs/input.ts";
 import type { Config } from "./schema.ts";
 import { isMapping } from "./check.ts";
 import { validateConfig } from "./validate.ts";
@@ -54,27 +54,24 @@ export async function loadConfig(opts: LoadOptions = {}): Promise<LoadedConfig> 
   return { config, hash: configHash(config), source };
 }
 
+/** The largest config file read (a config is a few KiB; anything near this is not one). */
+const MAX_CONFIG_BYTES = 16 * 2 ** 20;
+
 async function readConfigFile(path: string): Promise<string> {
-  try {
-    // A FIFO or device would block or never end: refuse anything but a regular file before opening it.
-    const info = await Deno.stat(path);
-    if (!info.isFile) {
-      throw new UserError(`config file ${path}`, {
-        why: `it is ${specialKind(info) ?? "a directory"}, not a YAML file`,
-        fix: "pass --config a .yaml file, or leave --config out to use the repository's config.yaml",
-      });
-    }
-    return await Deno.readTextFile(path);
-  } catch (error) {
+  const bytes = await readInputFile(path, {
+    what: `config file ${path}`,
+    expect: "a YAML file",
+    missingFix: "check the --config path, or leave --config out to use the repository's config.yaml",
+    fix: "pass --config a .yaml file, or leave --config out to use the repository's config.yaml",
+    maxBytes: MAX_CONFIG_BYTES,
+  }).catch((error) => {
     if (error instanceof UserError) throw error;
-    const missing = error instanceof Deno.errors.NotFound;
     throw new UserError(`config file ${path}`, {
-      why: missing ? "no such file" : `cannot be read (${(error as Error).message})`,
-      fix: missing
-        ? "check the --config path, or leave --config out to use the repository's config.yaml"
-        : "check the file's permissions",
+      why: `cannot be read (${(error as Error).message})`,
+      fix: "check the file's permissions",
     });
-  }
+  });
+  return new TextDecoder().decode(bytes);
 }
 
 /** The configuration without a snapshot's identity section; anything else named `identity` stays, to be refused. */

@@ -13,6 +13,7 @@
  */
 import { parquetReadObjects } from "hyparquet";
 import { UserError } from "../errors.ts";
+import { readInputFile } from "../fs/input.ts";
 
 /** One record of a dataset file. */
 export interface Row {
@@ -43,16 +44,20 @@ export async function readRows(path: string): Promise<Row[]> {
     : jsonlRows(path, text);
 }
 
+/**
+ * The largest dataset file read: the file is held whole in memory and decoded to one string, and V8's
+ * strings end near 512 Mi characters (a 1 GB JSON Lines file failed with "Invalid string length").
+ */
+export const MAX_DATASET_BYTES = 256 * 2 ** 20;
+
 async function readBytes(path: string): Promise<Uint8Array> {
-  try {
-    return await Deno.readFile(path);
-  } catch (err) {
-    if (!(err instanceof Deno.errors.NotFound)) throw err;
-    throw new UserError(`dataset file ${path}`, {
-      why: "it does not exist",
-      fix: "check data.path (relative paths are resolved from the working directory)",
-    });
-  }
+  return await readInputFile(path, {
+    what: `dataset file ${path}`,
+    expect: "a dataset file",
+    missingFix: "check data.path (relative paths are resolved from the working directory)",
+    fix: "set data.path to a regular .jsonl, .json or .parquet file (split a larger one, or take a sample)",
+    maxBytes: MAX_DATASET_BYTES,
+  });
 }
 
 /** Parses JSON Lines; line numbers count from 1, as editors do. */

@@ -27,6 +27,7 @@ import { fileURLToPath } from "node:url";
 import { UserError } from "../errors.ts";
 import { readTextIfExists } from "./read.ts";
 import { recoverReplacement } from "./replace.ts";
+import { statOrNull } from "./stat.ts";
 
 /** What an output path holds. */
 export type OutputSpec =
@@ -82,6 +83,9 @@ export async function checkOutputPath(
   opts: OutputCheck = {},
 ): Promise<OutputState> {
   const flag = opts.flag ?? "--out";
+  // First the path itself: /proc, /sys, a symlink loop, an over-long name or a device is refused here.
+  const given = await statOrNull(path, `${flag} ${path}`);
+  if (given) refuseSpecialFile(path, given, flag);
   const abs = await realPathOf(path);
   await refuseProtected(path, abs, flag, opts);
   await recoverReplacement(abs, spec.kind === "stage-file");
@@ -328,16 +332,6 @@ export async function realPathOf(path: string): Promise<string> {
     const parent = dirname(abs);
     if (parent === abs) return abs;
     return join(await realPathOf(parent), basename(abs));
-  }
-}
-
-/** `Deno.stat`, or null where nothing is (a missing path, or a parent that is a file). */
-export async function statOrNull(path: string): Promise<Deno.FileInfo | null> {
-  try {
-    return await Deno.stat(path);
-  } catch (e) {
-    if (e instanceof Deno.errors.NotFound || e instanceof Deno.errors.NotADirectory) return null;
-    throw e;
   }
 }
 

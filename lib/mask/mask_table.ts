@@ -100,18 +100,40 @@ function batchOf(file: StageFile, mask: Uint8Array, offsets: Int32Array): Episod
   const turnIdx = file.listColumn<Int16Array>("turn_idx");
   checkAligned(file, "turn_idx", offsets, turnIdx.offsets);
   const turnRewards = file.has("turn_rewards") ? file.listColumn<Float32Array>("turn_rewards") : undefined;
+  const turnReward = file.has("turn_reward")
+    ? file.vector("turn_reward").toArray() as Float32Array
+    : undefined;
   return {
     rows: file.rows,
     groups: groupsOf(file.vector("group_id").toArray() as Int32Array),
-    reward: file.vector("reward").toArray() as Float32Array,
+    reward: finiteRewards(file, "reward", file.vector("reward").toArray() as Float32Array),
     offsets,
     lossMask: mask,
     turnIdx: turnIdx.values,
     firstResultTurn: firstResultTurns(file),
-    turnReward: file.has("turn_reward") ? file.vector("turn_reward").toArray() as Float32Array : undefined,
-    turnRewards: turnRewards && { values: turnRewards.values, offsets: turnRewards.offsets },
+    turnReward: turnReward && finiteRewards(file, "turn_reward", turnReward),
+    turnRewards: turnRewards &&
+      { values: finiteRewards(file, "turn_rewards", turnRewards.values), offsets: turnRewards.offsets },
     values: file.has("values") ? alignedList(file, "values", offsets) : undefined,
   };
+}
+
+/**
+ * Refuses a NaN or infinite reward: one would make its group's mean, and so every advantage of the
+ * group (of the batch, with whitening), NaN, and the train step would silently learn nothing.
+ */
+function finiteRewards(file: StageFile, name: string, values: Float32Array): Float32Array {
+  const at = values.findIndex((v) => !Number.isFinite(v));
+  if (at < 0) return values;
+  throw new UserError(
+    `stage file ${file.path}: column "${name}" at ${name === "turn_rewards" ? "entry" : "row"} ${at}`,
+    {
+      value: values[at],
+      why: "a reward must be a finite number; this one would make every advantage of its group NaN",
+      fix:
+        "fix the reward that wrote it (a custom reward must return a finite value) and run deno task score again",
+    },
+  );
 }
 
 /** A per-token Float32 list column's values, checked to be aligned with `tokens`. */
@@ -167,6 +189,21 @@ export function trainedCounts(
     trained_frac: mask.length ? trained / mask.length : NaN,
     adv_abs_mean: trained ? abs / trained : NaN,
   };
+}
+
+/**
+ * A warning when every group's episodes had equal rewards (`frac_zero_std_groups` 1): every advantage
+ * is 0, so the step trains nothing (loss 0, grad_norm 0), which is otherwise silent. Null otherwise.
+ */
+export function zeroVarianceWarning(s: MaskSummary, rewards: ArrayLike<number>): string | null {
+  if (s.metrics.frac_zero_std_groups !== 1 || rewards.length === 0) return null;
+  const distinct = [...new Set(Array.from(rewards))].sort((a, b) => a - b);
+  const values = distinct.length <= 3 ? distinct.join(", ") : `${distinct[0]} to ${distinct.at(-1)}`;
+  return `warning: in all ${s.groups} groups the episodes have equal rewards (rewards ${values}; ` +
+    "frac_zero_std_groups 1.000), so every advantage is 0 and this step trains nothing. Likely cause: " +
+    "the tasks are all too hard or all too easy for this model (every episode wrong, or every one right), " +
+    "or the rewards cannot tell the episodes apart; check the reward_* statuses in scored.arrow, and try " +
+    "easier or harder tasks, a larger rollout.group_size or a higher rollout.generation.temperature";
 }
 
 /** One line: estimator, episodes, trained tokens, zero-variance groups, mean |advantage|. */

@@ -9,7 +9,7 @@
  * @module
  */
 
-import { join } from "node:path";
+import { isAbsolute, join, relative, resolve } from "node:path";
 import { UserError } from "../errors.ts";
 import { writeDirAtomic } from "../fs/atomic_dir.ts";
 import { readHeader, readTensor, writeSafetensors, writeTextAtomic } from "../safetensors/mod.ts";
@@ -58,6 +58,27 @@ export async function readPeftAdapter(dir: string, cfg: Qwen3Config): Promise<Ad
   }
   return { spec, weights };
 }
+
+/**
+ * What `base_model_name_or_path` says for a base model at `modelDir`, so that peft's
+ * `AutoPeftModelForCausalLM.from_pretrained(adapter)` finds it on another machine too (an absolute path
+ * of the training machine would not exist there), in this order:
+ * 1. the Hugging Face Hub id in its config.json's `_name_or_path` (`Qwen/Qwen3-0.6B`);
+ * 2. the Hub id of a Hugging Face cache snapshot (`…/models--Qwen--Qwen3-0.6B/snapshots/…`);
+ * 3. else the directory relative to the working directory training ran in (`runs/demo/model`), which
+ *    peft resolves from the directory Python runs in.
+ */
+export async function peftBaseModelName(modelDir: string): Promise<string> {
+  const fromConfig = await Deno.readTextFile(join(modelDir, "config.json"))
+    .then((text) => JSON.parse(text)?._name_or_path, () => undefined);
+  if (typeof fromConfig === "string" && HUB_ID.test(fromConfig)) return fromConfig;
+  const cached = /(?:^|\/)models--([\w.-]+)--([\w.-]+)\/snapshots\//.exec(resolve(modelDir));
+  if (cached) return `${cached[1]}/${cached[2]}`;
+  return isAbsolute(modelDir) ? relative(Deno.cwd(), modelDir) || "." : modelDir;
+}
+
+/** A Hugging Face Hub model id: `owner/name`, neither a path that starts at / or . nor one with more parts. */
+const HUB_ID = /^[\w-][\w.-]*\/[\w.-]+$/;
 
 /** Writes `adapter` as a PEFT directory at `dir` (replacing it atomically). */
 export async function writePeftAdapter(

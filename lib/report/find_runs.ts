@@ -11,7 +11,8 @@
  */
 
 import { join } from "node:path";
-import { readOutputMarker, statOrNull } from "../fs/output.ts";
+import { readOutputMarker } from "../fs/output.ts";
+import { statOrNull } from "../fs/stat.ts";
 
 const STEP_DIR = /^step-\d{4,}$/;
 

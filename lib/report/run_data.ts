@@ -7,7 +7,7 @@
  * @module
  */
 
-import { basename, join, resolve } from "node:path";
+import { basename, dirname, join, resolve } from "node:path";
 import { parse } from "@std/yaml";
 import { readStageFile } from "../arrow/read.ts";
 import type { StageFile } from "../arrow/stage_file.ts";
@@ -29,6 +29,15 @@ export interface EvalPoint {
   /** Fraction of episodes with a successful tool call. */
   toolUseRate: number;
   rewardMean: number;
+}
+
+/**
+ * How a page names a run: its directory with the parent's name (`demo/run` for runs/demo/run, whose own
+ * name, "run", says nothing), the same from any working directory.
+ */
+export function runName(dir: string): string {
+  const abs = resolve(dir);
+  return [basename(dirname(abs)), basename(abs)].filter((part) => part !== "").join("/");
 }
 
 /** The last complete step's episodes. */
@@ -58,7 +67,7 @@ export async function loadRunData(dir: string): Promise<RunData> {
   const latest = (await readTextIfExists(join(dir, "latest")))?.trim() || null;
   return {
     dir,
-    name: basename(resolve(dir)),
+    name: runName(dir),
     modelPath: await modelPathOf(dir),
     latest,
     metrics: await readMetrics(dir),

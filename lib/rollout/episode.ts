@@ -10,13 +10,16 @@
  *    we never re-render, so the tokens are the true trajectory).
  *
  * The episode ends when the environment says so, at `max_turns`, or when the next turn would not fit
- * `max_total_tokens` (`truncated`). Episodes are independent async tasks: each asks the policy for its
+ * `max_total_tokens` (`truncated`). A first prompt that leaves no room for one sampled token stops the
+ * stage instead (an episode of no sampled token would be scored, masked and trained on as if it were
+ * one). Episodes are independent async tasks: each asks the policy for its
  * own turns (`openSequence`), and the policy batches whatever turns are pending.
  *
  * @module
  */
 
 import type { ChatMessage, ChatTokenizer, ToolSpec } from "../model/chat.ts";
+import { UserError } from "../errors.ts";
 import type { Policy } from "../engine/policy.ts";
 import type { ToolCallGuide } from "../engine/tool_call_guide.ts";
 import type { ToolCallRecord } from "./dispatch.ts";
@@ -44,6 +47,18 @@ export interface EpisodeOptions {
   promptCache?: Map<string, number[]>;
 }
 
+/** The one-line refusal of a prompt that leaves no room to sample, with the numbers. */
+function promptTooLong(promptTokens: number, o: EpisodeOptions): UserError {
+  const tools = o.toolSpecs.length ? ` (with ${o.toolSpecs.length} tool specs)` : "";
+  return new UserError("rollout.generation.max_total_tokens", {
+    value: o.maxTotalTokens,
+    why:
+      `a task's prompt${tools} is ${promptTokens} tokens, so no token could be sampled; nothing was written`,
+    fix: `raise rollout.generation.max_total_tokens to at least ${promptTokens + o.maxNewTokens} ` +
+      "(the prompt plus max_new_tokens), or shorten the prompt (fewer tools, a shorter system prompt)",
+  });
+}
+
 /** Runs one episode of `env` on `policy`, sampling with `seed`; closes `env` when it ends. */
 export async function runEpisode(
   policy: Policy,
@@ -69,7 +84,7 @@ async function sample(
   const promptMessages = await env.reset();
   const prompt = renderPrompt(tokenizer, promptMessages, o);
   const trajectory = new Trajectory(prompt, promptMessages);
-  if (prompt.length + 1 >= o.maxTotalTokens) return trajectory.finish("truncated", []);
+  if (prompt.length + 1 >= o.maxTotalTokens) throw promptTooLong(prompt.length, o);
   const sequence = await policy.openSequence(prompt, { seed, capacity: o.maxTotalTokens });
   const toolCalls: ToolCallRecord[] = [];
   try {

@@ -40,6 +40,7 @@ import { acquireRunLock } from "./lock.ts";
 import { completedSteps, keepRows, writeRunMetrics } from "./run_files.ts";
 import { checkResumable, writeSnapshot } from "./snapshot.ts";
 import { stepLine, stepMetricsRow } from "./step_metrics.ts";
+import { zeroVarianceWarning } from "../mask/mask_table.ts";
 
 export interface LoopOptions {
   /** Continue the run in `loop.run_dir` from its `latest` step. */
@@ -151,6 +152,8 @@ async function runStep(ctx: RunContext, step: number): Promise<void> {
   ctx.rows.push(row);
   await writeRunMetrics(layout, ctx.rows, config, session.configHash);
   console.log(stepLine(row, config.loop.steps));
+  const warning = zeroVarianceWarning(masked.summary, rewards);
+  if (warning) console.error(`step ${step}: ${warning}`);
 }
 
 /** Evaluates the current policy on the held-out split into eval/step-NNNN.arrow. */

@@ -22,6 +22,8 @@ const NUMBER_OR_FRACTION = new RegExp(String.raw`(${NUM})(?:\s*/\s*(${NUM}))?`, 
 /** Removes currency, LaTeX spacing and wrappers, so the digits stand alone. */
 export function cleanNumberText(text: string): string {
   return text
+    // Full-width and other compatibility digits ("７") as ASCII, as exact_match normalises them.
+    .normalize("NFKC")
     .replace(/\u2212/g, "-")
     .replace(/\\[dt]?frac\{([^{}]*)\}\{([^{}]*)\}/g, "($1)/($2)")
     .replace(/\\text\{([^{}]*)\}/g, " $1 ")
@@ -61,6 +63,16 @@ export function firstNumber(text: string): ParsedNumber | undefined {
     if (parsed) return parsed;
   }
   return undefined;
+}
+
+/** Every number in `text` in order, a leading mixed number (`1 1/2`) counted as one. */
+export function allNumbers(text: string): ParsedNumber[] {
+  const clean = cleanNumberText(text).trim();
+  const mixed = clean.match(MIXED);
+  const first = mixed && Number(mixed[3]) !== 0 ? firstNumber(clean) : undefined;
+  const rest = first ? clean.slice(mixed![0].length) : clean;
+  const found = [...rest.matchAll(NUMBER_OR_FRACTION)].map(fromMatch).filter((n) => n !== undefined);
+  return first ? [first, ...found] : found;
 }
 
 /** The last number in `text`, or undefined. */

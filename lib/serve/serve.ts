@@ -102,6 +102,28 @@ export function checkExposure(host: string, apiKey: string | null): void {
   });
 }
 
+/**
+ * Refuses a port that cannot be bound (in use, e.g. by vLLM, whose default is also 8000; or privileged),
+ * by binding it once and letting it go: called before the model loads, so the refusal takes a moment
+ * instead of following a minute of loading. Port 0 (any free port) always passes.
+ */
+export function checkPortFree(host: string, port: number): void {
+  if (port === 0) return;
+  try {
+    Deno.listen({ hostname: host, port }).close();
+  } catch (e) {
+    const inUse = e instanceof Deno.errors.AddrInUse;
+    if (!inUse && !(e instanceof Deno.errors.PermissionDenied)) throw e;
+    throw new UserError("serve.port", {
+      value: port,
+      why: inUse
+        ? `${host}:${port} is already in use by another process (vLLM's default port is 8000 too)`
+        : `${host}:${port} may not be bound by this user (ports below 1024 need privileges)`,
+      fix: "stop the other server, or pass --port with a free port (--port 0 picks one)",
+    });
+  }
+}
+
 /** Starts serving `policy`; the caller keeps owning it (close it after the server). */
 export async function startServer(policy: Policy, options: ServeOptions): Promise<RunningServer> {
   const host = options.host ?? "127.0.0.1";

@@ -16,7 +16,7 @@ import { UserError } from "../errors.ts";
 import { writeDirAtomic } from "../fs/atomic_dir.ts";
 import type { Qwen3Config } from "../model/hf_config.ts";
 import { type Adapter, type LoraSpec, loraTensorSpecs } from "../model/lora.ts";
-import { readPeftAdapter, writePeftFiles } from "../model/peft.ts";
+import { peftBaseModelName, readPeftAdapter, writePeftFiles } from "../model/peft.ts";
 import { readHeader, readTensor, writeSafetensors, writeTextAtomic } from "../safetensors/mod.ts";
 import { TOOLKIT_VERSION } from "../arrow/metadata.ts";
 import { initOptimizerState, type OptimizerState } from "./optimizer.ts";
@@ -55,7 +55,7 @@ export async function saveCheckpoint(
   extra?: (tmp: string) => Promise<void>,
 ): Promise<void> {
   await writeDirAtomic(dir, async (tmp) => {
-    await writePeftFiles(tmp, checkpoint.adapter, cfg, info.baseModel);
+    await writePeftFiles(tmp, checkpoint.adapter, cfg, await peftBaseModelName(info.baseModel));
     await writeOptimizer(join(tmp, OPTIMIZER_FILE), checkpoint, cfg);
     if (checkpoint.value) await writeValueState(tmp, checkpoint.value, cfg.hidden_size);
     const state: TrainerStateFile = {

@@ -14,6 +14,7 @@ import { SAMPLE_META, sampleColumns } from "../fixtures/arrow_samples.ts";
 import { makeTinyModel } from "../helpers/tiny_model.ts";
 import { loadConfig } from "../../lib/config/mod.ts";
 import { DEMO_CONFIG } from "../../stages/demo.ts";
+import { denoRunArgs } from "../helpers/commands.ts";
 
 const STAGES = ["rollout", "score", "mask", "train", "loop", "eval"] as const;
 const ROOT = new URL("../..", import.meta.url).pathname;
@@ -25,11 +26,9 @@ interface Run {
 }
 
 async function runStage(stage: string, args: string[]): Promise<Run> {
-  const script = stage === "make-model"
-    ? join(ROOT, "scripts", "make_model.ts")
-    : join(ROOT, "stages", `${stage}.ts`);
+  const script = stage === "make-model" ? "scripts/make_model.ts" : `stages/${stage}.ts`;
   const command = new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", "--quiet", script, ...args],
+    args: [...denoRunArgs(script), ...args],
     cwd: ROOT,
     stdout: "piped",
     stderr: "piped",
@@ -45,11 +44,32 @@ function lines(text: string): string[] {
   return text.split("\n").filter((l) => l.trim() !== "");
 }
 
+/** Each stage's own flags in its --help, and the input/output flags it does not read (absent). */
+const OWN_FLAGS: Record<(typeof STAGES)[number], { has: string[]; lacks: string[] }> = {
+  rollout: { has: ["--out PATH", "--step N", "--shard i/n"], lacks: ["--in", "--adapter", "--resume"] },
+  score: { has: ["--in FILE", "--out PATH"], lacks: ["--step", "--adapter", "--resume"] },
+  mask: { has: ["--in FILE", "--out PATH"], lacks: ["--step", "--adapter", "--resume"] },
+  train: { has: ["--in FILE", "--out PATH", "--adapter DIR"], lacks: ["--step", "--resume"] },
+  loop: { has: ["--resume"], lacks: ["--in", "--out", "--adapter"] },
+  eval: { has: ["--out PATH"], lacks: ["--in", "--adapter", "--resume"] },
+};
+
 for (const stage of STAGES) {
-  Deno.test(`${stage} --help prints usage and the configuration keys, exit 0`, async () => {
+  Deno.test(`${stage} --help prints its own usage and flags and the configuration keys, exit 0`, async () => {
     const r = await runStage(stage, ["--help"]);
     assert.equal(r.code, 0, r.stderr);
-    assert.match(r.stdout, new RegExp(`deno task ${stage} `));
+    assert.match(r.stdout, new RegExp(`^deno task ${stage} `));
+    const flags = r.stdout.split("\nFlags:\n")[1]?.split("\n\n")[0] ?? "";
+    const listed = flags.split("\n").map((l) => l.trim().split(/\s{2,}/)[0]);
+    for (const flag of OWN_FLAGS[stage].has) {
+      assert.ok(listed.includes(flag), `${stage}: no ${flag} in ${listed}`);
+    }
+    for (const flag of OWN_FLAGS[stage].lacks) {
+      assert.ok(
+        !listed.some((l) => l.split(" ")[0] === flag),
+        `${stage} lists ${flag}, which it does not read`,
+      );
+    }
     assert.match(r.stdout, /--config FILE/);
     assert.match(r.stdout, /train\.lora\.r/);
   });
@@ -121,7 +141,10 @@ Deno.test("train: a file as --adapter or model.path, a bad --out parent, a wrong
     await runStage("train", [...args, "--out", join(file, "adapter")]),
     /its parent .* is a file/,
   );
-  assertOneLine(await runStage("train", [...args, "--out", "/proc/deno-rl/adapter"]), /not writable/);
+  assertOneLine(
+    await runStage("train", [...args, "--out", "/proc/deno-rl/adapter"]),
+    /--out \/proc\/deno-rl\/adapter: this command may not touch it/,
+  );
   const scored = join(dir, "scored.arrow");
   await writeStageFile(scored, "scored", sampleColumns("scored", 2), SAMPLE_META);
   assertOneLine(
@@ -173,19 +196,22 @@ Deno.test("--print-config prints the resolved configuration without checking or 
   assert.match(r.stdout, /^\s+r: 4$/m);
 });
 
-Deno.test("progress: plain lines off a terminal (start, each noted tick, done)", () => {
+Deno.test("progress: plain lines off a terminal (start, the first noted tick, one per 2 s, the last, done)", () => {
   const out: string[] = [];
-  const progress = new Progress({ write: (t) => out.push(t), isTerminal: false });
-  const task = progress.start("train: steps", 3);
-  task.tick(1, "loss 0.5");
-  task.tick(1);
-  task.tick(1, "loss 0.25");
-  task.done("3 steps");
+  let now = 0;
+  const progress = new Progress({ write: (t) => out.push(t), isTerminal: false }, () => now);
+  const task = progress.start("train: steps", 1000);
+  for (let step = 1; step <= 1000; step++) {
+    now = step * 10; // a step every 10 ms: 10 s in all
+    task.tick(1, `loss ${step}`);
+  }
+  task.done("1000 steps");
   assert.deepEqual(out, [
     "train: steps …\n",
-    "train: steps 1/3 loss 0.5\n",
-    "train: steps 3/3 loss 0.25\n",
-    "train: steps: 3 steps\n",
+    "train: steps 1/1000 loss 1\n",
+    ...[201, 401, 601, 801].map((s) => `train: steps ${s}/1000 loss ${s}\n`),
+    "train: steps 1000/1000 loss 1000\n",
+    "train: steps: 1000 steps\n",
   ]);
 });
 

@@ -314,6 +314,13 @@ Deno.test("cross-field rules run before any model loads", () => {
   expectUserError(() => validateWith("rollout.tools.enabled", ["read_file"]), "read_file_root");
   expectUserError(() => validateWith("data.source", "gsm8k"), "data.path", "gsm8k");
   expectUserError(() => validateWith("data.arithmetic.min_operands", 5), "min_operands (got 5)");
+  // Bounded time: a million synthetic tasks did not finish in minutes; 100,000 is the most.
+  expectUserError(
+    () => validateWith("data.arithmetic.num_tasks", 1_000_000),
+    "num_tasks (got 1000000)",
+    "100000",
+  );
+  assert.equal(validateWith("data.arithmetic.num_tasks", 100_000).data.arithmetic.num_tasks, 100_000);
   const guided = { generation: { guided_tool_calls: true } };
   assert.equal(validateConfig({ rollout: guided }).rollout.generation.guided_tool_calls, true);
   expectUserError(
@@ -330,7 +337,7 @@ Deno.test("loadConfig names the file in validation and YAML errors", async () =>
   await assertUserRejects(() => loadConfig({ file }), `${file}: config key model.ep`);
   await Deno.writeTextFile(file, "model:\n  ep: cpu\n  ep: cuda\n");
   await assertUserRejects(() => loadConfig({ file }), `config file ${file}:3:`, "invalid YAML", "line 3");
-  await assertUserRejects(() => loadConfig({ file: `${file}.missing` }), "no such file");
+  await assertUserRejects(() => loadConfig({ file: `${file}.missing` }), "it does not exist");
   const partial = await loadConfig({ text: "train:\n  lora:\n    r: 4\n" });
   assert.equal(partial.config.train.lora.r, 4);
   assert.equal(partial.source, "<text>");

@@ -17,6 +17,7 @@ import { recoverReplacement } from "../../lib/fs/replace.ts";
 import { SAMPLE_META, sampleColumns } from "../fixtures/arrow_samples.ts";
 import { makeTinyModel } from "../helpers/tiny_model.ts";
 import { makeRunDir } from "../fixtures/run_dir.ts";
+import { denoRunArgs } from "../helpers/commands.ts";
 
 const ROOT = new URL("../..", import.meta.url).pathname.replace(/\/$/, "");
 
@@ -31,7 +32,7 @@ async function run(
   opts: { cwd?: string; env?: Record<string, string> } = {},
 ) {
   const out = await new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", "--quiet", join(ROOT, script), ...args],
+    args: [...denoRunArgs(script), ...args],
     cwd: opts.cwd ?? ROOT,
     env: { NO_COLOR: "1", ...opts.env },
     stdout: "piped",

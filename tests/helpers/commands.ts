@@ -1,6 +1,8 @@
 /**
  * Running the toolkit's commands as a user does, from any working directory, for tests of what a command
- * refuses or writes: `command` runs a script of the repository in a child process (with a time limit, so
+ * refuses or writes: `command` runs a script of the repository in a child process with the permission
+ * flags of the deno.json task that runs it (`deno task mask` has no `--allow-all`, so neither has the
+ * test: Deno refuses /proc, /sys and /dev paths under the task's flags but not under `-A`), with a time limit, so
  * a command that would block, e.g. reading a FIFO, fails the test instead of hanging it), `assertRefused`
  * checks the one-line refusal, `treeHash` fingerprints a directory to prove nothing changed, and
  * `readOnlyDir` makes a directory read-only in a way that stops root too.
@@ -36,7 +38,7 @@ export async function command(
   args: string[],
   opts: CommandOptions = {},
 ): Promise<CommandResult> {
-  const line = [Deno.execPath(), "run", "-A", "--quiet", join(ROOT, script), ...args];
+  const line = [Deno.execPath(), ...denoRunArgs(script), ...args];
   const [program, ...rest] = [...(opts.prefix ?? []), ...line];
   const out = await new Deno.Command(program, {
     args: rest,
@@ -48,6 +50,25 @@ export async function command(
   }).output();
   const decode = (b: Uint8Array) => new TextDecoder().decode(b);
   return { code: out.code, stdout: decode(out.stdout), stderr: decode(out.stderr) };
+}
+
+/**
+ * `run FLAGS --quiet SCRIPT` for `deno`: FLAGS are the permission flags of the deno.json task that runs
+ * `script` (a path below the repository, e.g. `stages/mask.ts`), so a test meets what a user of
+ * `deno task` meets; a script no task runs (a test fixture) gets `-A`.
+ */
+export function denoRunArgs(script: string): string[] {
+  return ["run", ...(taskFlags(script) ?? ["-A"]), "--quiet", join(ROOT, script)];
+}
+
+/** The flags between `deno run` and `script` in the deno.json task that runs it, or null when none does. */
+export function taskFlags(script: string): string[] | null {
+  const tasks: Record<string, string> = JSON.parse(Deno.readTextFileSync(join(ROOT, "deno.json"))).tasks;
+  for (const line of Object.values(tasks)) {
+    const words = line.trim().split(/\s+/);
+    if (words[0] === "deno" && words[1] === "run" && words.at(-1) === script) return words.slice(2, -1);
+  }
+  return null;
 }
 
 /** `command("stages/NAME.ts", …)`. */

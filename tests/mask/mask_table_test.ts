@@ -5,6 +5,8 @@
  */
 import assert from "node:assert/strict";
 import { mask } from "../../lib/pipeline/mod.ts";
+import { UserError } from "../../lib/errors.ts";
+import { zeroVarianceWarning } from "../../lib/mask/mask_table.ts";
 import { testSession } from "../helpers/session.ts";
 import { defaultConfig, type MaskConfig } from "../../lib/config/mod.ts";
 import { loadTokenizer } from "../../lib/model/tokenizer.ts";
@@ -58,11 +60,11 @@ const EPISODES: Array<EpisodeSpec & { trained: string }> = [
   },
 ];
 
-function scoredOf(specs: EpisodeSpec[]) {
+function scoredOf(specs: EpisodeSpec[], reward = Float32Array.from(specs, (_, i) => i % 2)) {
   const columns = rolloutColumns(specs, qwen3Pieces(tok));
   return buildTable("fixture", "scored", {
     ...columns,
-    reward: Float32Array.from(specs, (_, i) => i % 2),
+    reward,
     correct: specs.map(() => false),
     turn_rewards: listFromArrays(specs.map((s) => new Float32Array(s.turns.length))),
   }, {
@@ -143,4 +145,33 @@ Deno.test("advantages are 0 wherever the loss mask is 0", () => {
     a.forEach((v, t) => m.mask[t] === 0 && assert.equal(v, 0));
     assert.ok(a.some((v) => v !== 0), `episode ${i} has trained tokens with an advantage`);
   });
+});
+
+Deno.test("a NaN or infinite reward is refused naming the column and row, not turned into NaN advantages", () => {
+  for (const bad of [NaN, Infinity, -Infinity]) {
+    const reward = Float32Array.from([1, bad, 0, 1]);
+    assert.throws(() => mask(testSession({ mask: config({}) }), scoredOf(EPISODES, reward)), (e) => {
+      assert.ok(e instanceof UserError, String(e));
+      assert.match(
+        e.message,
+        new RegExp(`column "reward" at row 1 \\(got ${bad}\\): a reward must be a finite`),
+      );
+      return true;
+    });
+  }
+});
+
+Deno.test("a step whose groups all have equal rewards says so, with the numbers and the likely cause", () => {
+  const equal = Float32Array.from([0, 0, 0, 0]);
+  const { summary } = mask(testSession({ mask: config({}) }), scoredOf(EPISODES, equal));
+  assert.equal(summary.metrics.frac_zero_std_groups, 1);
+  const warning = zeroVarianceWarning(summary, equal);
+  assert.match(
+    warning ?? "",
+    /in all 2 groups the episodes have equal rewards \(rewards 0; frac_zero_std_groups/,
+  );
+  assert.match(warning ?? "", /trains nothing\. Likely cause: the tasks are all too hard or all too easy/);
+  const mixed = Float32Array.from([0, 1, 0, 0]);
+  const half = mask(testSession({ mask: config({}) }), scoredOf(EPISODES, mixed)).summary;
+  assert.equal(zeroVarianceWarning(half, mixed), null, "one group with different rewards trains");
 });

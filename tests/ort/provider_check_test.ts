@@ -33,33 +33,36 @@ Deno.test("deno task doctor without a Vulkan driver: webgpu is listed as missing
   );
 });
 
-Deno.test("model.ep cuda without onnxruntime's CUDA libraries: one line naming them and the fix, exit 2, nothing written", async (t) => {
-  if (providerProblem("cuda") === null) {
-    console.log("skipped: the CUDA provider starts on this machine");
-    return;
-  }
-  const dir = await Deno.makeTempDir({ prefix: "cuda-refused-" });
-  const out = join(dir, "rollouts.arrow");
-  const fix = /Fix: .*allowScripts.*ONNXRUNTIME_NODE_INSTALL=cuda12 .*model\.ep=cpu/;
-  await t.step("a stage refuses before the model loads", async () => {
-    const r = await stage("rollout", [
-      `--model.path=${await makeTinyModel()}`,
-      "--model.ep=cuda",
-      "--out",
-      out,
-    ]);
-    assertRefused(
-      r,
-      new RegExp(`^error: model\\.ep cuda: .*(libonnxruntime_providers_cuda\\.so|libcud).*${fix.source}`),
-    );
-    assert.equal(await exists(out), false, "nothing written");
-  });
-  await t.step("deno task doctor names the same", async () => {
-    const r = await command("scripts/doctor.ts", ["--model.ep=cuda"]);
-    assertRefused(r, new RegExp(`^error: config key model\\.ep cuda: .*${fix.source}`));
-  });
-  await Deno.remove(dir, { recursive: true });
-});
+// Reported as ignored (not as passed) where the CUDA provider starts: there is nothing to refuse there.
+Deno.test(
+  "model.ep cuda without onnxruntime's CUDA libraries: one line naming them and the fix, exit 2, nothing written",
+  {
+    ignore: providerProblem("cuda") === null,
+  },
+  async (t) => {
+    const dir = await Deno.makeTempDir({ prefix: "cuda-refused-" });
+    const out = join(dir, "rollouts.arrow");
+    const fix = /Fix: .*allowScripts.*ONNXRUNTIME_NODE_INSTALL=cuda12 .*model\.ep=cpu/;
+    await t.step("a stage refuses before the model loads", async () => {
+      const r = await stage("rollout", [
+        `--model.path=${await makeTinyModel()}`,
+        "--model.ep=cuda",
+        "--out",
+        out,
+      ]);
+      assertRefused(
+        r,
+        new RegExp(`^error: model\\.ep cuda: .*(libonnxruntime_providers_cuda\\.so|libcud).*${fix.source}`),
+      );
+      assert.equal(await exists(out), false, "nothing written");
+    });
+    await t.step("deno task doctor names the same", async () => {
+      const r = await command("scripts/doctor.ts", ["--model.ep=cuda"]);
+      assertRefused(r, new RegExp(`^error: config key model\\.ep cuda: .*${fix.source}`));
+    });
+    await Deno.remove(dir, { recursive: true });
+  },
+);
 
 Deno.test("model.compute_dtype float16 on the cpu provider is refused in one line", async () => {
   const r = await stage("rollout", ["--model.compute_dtype=float16", "--out", "/nonexistent/never.arrow"]);

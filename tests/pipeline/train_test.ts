@@ -4,7 +4,7 @@
  */
 
 import assert from "node:assert/strict";
-import { join } from "node:path";
+import { join, relative } from "node:path";
 import { listFromArrays, readStageFile, writeStageFile } from "../../lib/arrow/mod.ts";
 import { loadConfig } from "../../lib/config/mod.ts";
 import { UserError } from "../../lib/errors.ts";
@@ -111,6 +111,8 @@ Deno.test("train writes a PEFT adapter, optimizer state and metrics.arrow; the a
   assert.equal(metrics.metadata.adapter, result.adapterId);
   const config_ = JSON.parse(await Deno.readTextFile(join(out, "adapter_config.json")));
   assert.equal(config_.r, 2);
+  // Not an absolute path of this machine: peft resolves it elsewhere (docs/outputs.md).
+  assert.equal(config_.base_model_name_or_path, relative(Deno.cwd(), model));
   assert.deepEqual(config_.target_modules, [
     "q_proj",
     "k_proj",
@@ -159,7 +161,7 @@ Deno.test("train resumes from its checkpoint (step and moments); refuses another
   );
 });
 
-Deno.test("a batch without masked tokens trains to zero loss and zero gradient, no NaN", async () => {
+Deno.test("a batch without masked tokens trains to zero loss and zero gradient; every metric is finite but entropy (NaN: no token to average)", async () => {
   const { dir, model, config, hash } = await setup([["train.optimizer.name", "sgd"]]);
   const batch = join(dir, "empty-mask.arrow");
   await writeBatch(batch, model, 3, false);
@@ -169,6 +171,10 @@ Deno.test("a batch without masked tokens trains to zero loss and zero gradient, 
     assert.equal(m.grad_norm, 0);
     assert.equal(m.tokens, 0);
     assert.equal(m.clip_frac, 0);
+    // Every metric, not only the four above; entropy is a mean over no token, so it says n/a.
+    const notFinite = Object.entries(m).filter(([, v]) => typeof v === "number" && !Number.isFinite(v));
+    assert.deepEqual(notFinite.map(([k]) => k), ["entropy"], `step ${m.step}`);
+    assert.ok(Number.isNaN(m.entropy));
   }
 });
 

@@ -13,6 +13,7 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import { loadConfig } from "../../lib/config/load.ts";
 import { optionsFromArgs } from "../../scripts/make_model.ts";
+import { denoRunArgs } from "../helpers/commands.ts";
 
 const ROOT = new URL("../..", import.meta.url).pathname;
 /** Tasks whose lines are not stage command lines (the test runner, the linters, the benchmarks). */
@@ -61,7 +62,7 @@ function overridesIn(text: string): Array<[string, string]> {
 
 async function run(script: string, args: string[]) {
   const out = await new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", "--quiet", join(ROOT, script), ...args],
+    args: [...denoRunArgs(script), ...args],
     cwd: ROOT,
     env: { NO_COLOR: "1" },
     stdout: "piped",
@@ -136,4 +137,14 @@ Deno.test("every --section.key=value written in README.md or a --help text is a 
     }
   }
   assert.ok(checked >= 3, `only ${checked} overrides found`);
+});
+
+Deno.test("README says, before its first plain `deno task` example, the one line that makes them work after the npx set-up", async () => {
+  const text = await Deno.readTextFile(join(ROOT, "README.md"));
+  const pinned = /npx -y (deno@[\d.]+) task/.exec(text)?.[1];
+  assert.ok(pinned, "no npx set-up line");
+  const alias = text.indexOf(`alias deno='npx -y ${pinned}'`);
+  const firstPlain = text.search(/^deno task /m);
+  assert.ok(alias >= 0, `no "alias deno='npx -y ${pinned}'" line`);
+  assert.ok(alias < firstPlain, "the alias line comes after the first plain deno task example");
 });

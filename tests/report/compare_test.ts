@@ -10,6 +10,7 @@ import { join } from "node:path";
 import { curvesOf, groupsOf, meanCurves, runLabels } from "../../lib/report/compare.ts";
 import { loadRunData } from "../../lib/report/mod.ts";
 import { makeRunDir } from "../fixtures/run_dir.ts";
+import { denoRunArgs } from "../helpers/commands.ts";
 
 /** Run directories under one tree: `<root>/<group>/<name>` for each of `names`. */
 async function runTree(names: string[]): Promise<string[]> {
@@ -27,7 +28,7 @@ async function runTree(names: string[]): Promise<string[]> {
 
 function report(...args: string[]) {
   return new Deno.Command(Deno.execPath(), {
-    args: ["run", "--allow-all", "stages/report.ts", ...args],
+    args: [...denoRunArgs("stages/report.ts"), ...args],
     stdout: "piped",
     stderr: "piped",
   }).output();

@@ -10,8 +10,10 @@ import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { Chromium } from "../../lib/report/chromium.ts";
 import { renderReport } from "../../lib/report/mod.ts";
+import { runName } from "../../lib/report/run_data.ts";
 import { advantageColor } from "../../lib/report/trajectory.ts";
 import { makeRunDir } from "../fixtures/run_dir.ts";
+import { denoRunArgs } from "../helpers/commands.ts";
 
 const CHARTS = [
   "reward",
@@ -85,13 +87,13 @@ Deno.test("deno task report RUN writes RUN/report.html; a missing run is one lin
   const run = await makeRunDir({ steps: 2 });
   const report = (...args: string[]) =>
     new Deno.Command(Deno.execPath(), {
-      args: ["run", "--allow-all", "stages/report.ts", ...args],
+      args: [...denoRunArgs("stages/report.ts"), ...args],
       stdout: "piped",
       stderr: "piped",
     }).output();
   const ok = await report(run);
   assert.equal(ok.code, 0, new TextDecoder().decode(ok.stderr));
-  assert.match(await Deno.readTextFile(join(run, "report.html")), /<h1>Run fixture<\/h1>/);
+  assert.match(await Deno.readTextFile(join(run, "report.html")), /<h1>Run runs\/fixture<\/h1>/);
   const bad = await report(join(run, "no-such-run"));
   assert.equal(bad.code, 2);
   const err = new TextDecoder().decode(bad.stderr).trim();
@@ -129,4 +131,15 @@ Deno.test("the report opens in headless Chromium with no errors and every chart 
   } finally {
     await browser.close();
   }
+});
+
+Deno.test("the page names a run with its parent: runs/demo/run is 'Run demo/run', not 'Run run'", async () => {
+  const fixture = await makeRunDir({ steps: 1 });
+  const run = join(fixture, "..", "demo", "run");
+  await Deno.mkdir(join(run, ".."), { recursive: true });
+  await Deno.rename(fixture, run);
+  const html = await renderReport(run);
+  assert.match(html, /<title>Run demo\/run<\/title>/);
+  assert.match(html, /<h1>Run demo\/run<\/h1>/);
+  assert.equal(runName("/run"), "run");
 });

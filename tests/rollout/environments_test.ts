@@ -41,6 +41,8 @@ Deno.test("examples/custom_environment.ts: hints as user turns until the guess i
     answer: "20",
   };
   const out = await rollout(session, [task], { step: 0, policy });
+  // The loop below proves nothing about an empty list: group_size 2 gives two episodes.
+  assert.equal(out.episodes.length, 2);
   for (const e of out.episodes) {
     assert.equal(e.numTurns, 3);
     assert.equal(e.finishReason, "env_done");

@@ -21,6 +21,7 @@ import { Limiter } from "../../lib/rollout/limiter.ts";
 import type { Tool } from "../../lib/tools/types.ts";
 import { loadTools } from "../../lib/tools/registry.ts";
 import { openSession, rollout } from "../../lib/pipeline/mod.ts";
+import { UserError } from "../../lib/errors.ts";
 import { makeTinyModel } from "../helpers/tiny_model.ts";
 import { SCRIPTED_LOGPROB, ScriptedPolicy } from "../helpers/scripted_policy.ts";
 
@@ -193,6 +194,26 @@ Deno.test("two tool calls and a final answer: earlier <think> kept, tool spans =
   assert.equal(e.messages[2].reasoning_content, "\nI should use the calculator.\n");
   assert.equal(policy.closed.length, 1);
   assert.deepEqual(policy.closed[0], e.tokens);
+});
+
+Deno.test("a prompt longer than max_total_tokens stops the rollout before sampling, in one line with the numbers", async () => {
+  const dir = await makeTinyModel();
+  const tokenizer = await loadTokenizer(dir);
+  const c = await config([["rollout.generation.max_new_tokens", "16"], [
+    "rollout.generation.max_total_tokens",
+    "64",
+  ]]);
+  const policy = new ScriptedPolicy(tokenizer, () => "Final answer: 1"); // TEST DOUBLE
+  const long = { ...TASKS[0], prompt: "Add these numbers. ".repeat(40) };
+  await assert.rejects(() => run(policy, tokenizer, c, [long]), (e) => {
+    assert.ok(e instanceof UserError, String(e));
+    assert.match(
+      e.message,
+      /^rollout\.generation\.max_total_tokens \(got 64\): a task's prompt \(with \d+ tool specs\) is (\d+) tokens, so no token could be sampled.*at least \d+/,
+    );
+    return true;
+  });
+  assert.equal(policy.closed.length, 0, "no sequence was opened");
 });
 
 Deno.test("the scripted environment: 50 steps, or early termination on the task's stop phrase", async () => {

@@ -2,6 +2,8 @@
 import assert from "node:assert/strict";
 import { extractNumericAnswer, scoreNumeric } from "../../lib/score/gsm8k.ts";
 import { numbersMatch } from "../../lib/score/numbers.ts";
+import { exactMatch } from "../../lib/score/exact_match.ts";
+import type { Episode } from "../../lib/score/types.ts";
 
 /** [model's final message, reference answer, expected status]. */
 const CASES: Array<[string, number, "correct" | "wrong" | "no_answer"]> = [
@@ -76,3 +78,37 @@ Deno.test("the tolerance accepts float noise and rounding to two or more decimal
   assert.ok(!numbersMatch({ value: 0.7, decimals: 1 }, 2 / 3));
   assert.ok(!numbersMatch({ value: 42.001, decimals: 3 }, 42));
 });
+
+/** A hedge after the final marker names two different numbers: no one of them is the answer (issue 32). */
+const HEDGES = [
+  "Final answer: 7 or 8",
+  "Final answer: 7 (but maybe 8)",
+  "Final answer: 7 apples and 8 oranges",
+  "Final answer: 7.0.0",
+  "#### 7 or 8",
+  "\\boxed{7, 8}",
+  "The answer is 7 or maybe 8.",
+];
+
+Deno.test("a hedge (two different numbers after the final marker) is wrong; a repeated number is not a hedge", () => {
+  for (const text of HEDGES) {
+    assert.deepEqual(scoreNumeric(text, 7), { value: 0, status: "wrong", correct: false }, text);
+  }
+  for (const text of ["Final answer: 7 (seven, i.e. 7)", "The answer is 7. Step 2 was the hard part."]) {
+    assert.equal(scoreNumeric(text, 7).status, "correct", text);
+  }
+});
+
+Deno.test("Unicode digits are read after NFKC, as exact_match reads them: a full-width ７ is 7", async () => {
+  for (const text of ["Final answer: \uff17", "#### \uff11\uff12", "\\boxed{\uff14\uff12}"]) {
+    const ref = Number(text.normalize("NFKC").match(/\d+/)![0]);
+    assert.equal(scoreNumeric(text, ref).status, "correct", text);
+    const exact = await exactMatch.score(episodeWith(text, String(ref)), {} as never);
+    assert.equal(exact.value, 1, `exact_match ${text}`);
+  }
+});
+
+/** An episode of a one-line final message, for rewards that read only the text and the task's answer. */
+function episodeWith(finalText: string, answer: string): Episode {
+  return { finalText, task: { answer } } as unknown as Episode;
+}

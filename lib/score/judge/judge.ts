@@ -61,7 +61,9 @@ export async function judgeEpisodes(episodes: Episode[], ctx: RewardContext): Pr
   checkJudgeEndpoint({ rewards: { judge: 1 }, judge: c });
   const client = new JudgeClient(c, judgeApiKey(c));
   const cache = await JudgeCache.open(judgeCacheDir(jc), jc.inputs);
-  const requests = c.mode === "pointwise" ? pointwiseRequests(episodes, c) : await groupRequests(episodes, c);
+  const requests = c.mode === "pointwise"
+    ? await pointwiseRequests(episodes, c)
+    : await groupRequests(episodes, c);
   const { answers, fromCache, distinct } = await answerAll(requests, c, cache, client);
   const results = resultsOf(requests, answers, episodes.length, c);
   const unparseable = results.filter((r) => r.status === "judge_unparseable").length;
