@@ -31,10 +31,13 @@ function parenthesesAfter(text: string, at: number): string {
   return "";
 }
 
-/** The test names of a test file's source, as written (a template keeps its `${…}`). */
+/**
+ * The test names of a test file's source, as written (a template keeps its `${…}`): `Deno.test`, `t.step`
+ * and the helpers that wrap `Deno.test` (`webgpuTest`, tests/helpers/webgpu.ts).
+ */
 function testNames(source: string): string[] {
   const found = source.matchAll(
-    /(?:Deno\.test|\.step)\(\s*(?:\{[^}]*?name:\s*)?(["`])((?:\\.|(?!\1)[\s\S])*?)\1/g,
+    /(?:Deno\.test|\.step|webgpuTest)\(\s*(?:\{[^}]*?name:\s*)?(["`])((?:\\.|(?!\1)[\s\S])*?)\1/g,
   );
   return [...found].map((m) => squash(m[2]));
 }
