@@ -13,6 +13,10 @@ import { bool, choice, type Infer, int, str } from "../fields.ts";
 export const ARITHMETIC_ORDERS = ["precedence", "left_to_right"] as const;
 export type ArithmeticOrder = typeof ARITHMETIC_ORDERS[number];
 
+/** `model.merge_adapter`: auto (by provider), or forced on or off (YAML's true / false are accepted). */
+export const MERGE_ADAPTER_SETTINGS = ["auto", "true", "false"] as const;
+export type MergeAdapterSetting = typeof MERGE_ADAPTER_SETTINGS[number];
+
 export const DATA_SOURCES = ["gsm8k", "mbpp", "mbpp_sanitized", "arithmetic", "jsonl", "parquet"] as const;
 
 /**
@@ -116,6 +120,12 @@ export const model = {
   shared_weights: bool({
     default: true,
     doc: "one float32 copy of the weights per process, shared by the engine and the trainer (cpu)",
+  }),
+  merge_adapter: choice({
+    choices: MERGE_ADAPTER_SETTINGS,
+    default: "auto",
+    doc: "feed the LoRA adapter merged into the Linears (fewer decode kernels; a copy of the Linears): " +
+      "auto = on GPU providers, not on cpu | true | false",
   }),
 };
 
