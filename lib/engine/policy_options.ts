@@ -9,15 +9,8 @@
  */
 
 import type { Config } from "../config/schema.ts";
-import { type MergeAdapterSetting, providerOptionsOf } from "../config/sections/model.ts";
+import { mergeAdapterOf, providerOptionsOf } from "../config/sections/model.ts";
 import type { LoadPolicyOptions } from "./worker_policy.ts";
-
-/** `model.merge_adapter` as `PolicyOptions.mergeAdapter` (auto: undefined, the provider decides). */
-const MERGE_ADAPTER: Record<MergeAdapterSetting, boolean | undefined> = {
-  auto: undefined,
-  true: true,
-  false: false,
-};
 
 export function policyOptionsOf(config: Config, adapter = config.model.adapter): LoadPolicyOptions {
   const { r, alpha, rslora, targets } = config.train.lora;
@@ -27,7 +20,7 @@ export function policyOptionsOf(config: Config, adapter = config.model.adapter):
     ep: config.model.ep,
     providerOptions: providerOptionsOf(config.model),
     compute: config.model.compute_dtype,
-    mergeAdapter: MERGE_ADAPTER[config.model.merge_adapter],
+    mergeAdapter: mergeAdapterOf(config.model),
     threads: config.model.threads,
     maxSequences: config.rollout.max_batch,
   };

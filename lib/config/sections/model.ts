@@ -89,6 +89,14 @@ export function providerOptionsOf(model: { ep: ExecutionProvider; webgpu: WebGpu
   return model.ep === "webgpu" ? webgpuProviderOptions(model.webgpu) : {};
 }
 
+/**
+ * `model.merge_adapter` as the policy option `mergeAdapter`: true or false where forced, undefined for auto
+ * (the engine then merges on GPU providers only: lib/engine/merged_weights.ts `mergesAdapter`).
+ */
+export function mergeAdapterOf(model: { merge_adapter: MergeAdapterSetting }): boolean | undefined {
+  return model.merge_adapter === "auto" ? undefined : model.merge_adapter === "true";
+}
+
 export const model = {
   path: str({
     default: "runs/demo/model",
