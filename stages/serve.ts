@@ -7,7 +7,7 @@
  * The stage is a function (`serve`) plus a thin `main`; it runs until interrupted.
  */
 import { loadPolicy } from "../lib/engine/worker_policy.ts";
-import { providerOptionsOf } from "../lib/config/sections/model.ts";
+import { mergeAdapterOf, providerOptionsOf } from "../lib/config/sections/model.ts";
 import { checkAdapterRoot, checkExposure, checkPortFree, startServer } from "../lib/serve/serve.ts";
 import { progress, runStageMain, type StageArgs } from "../lib/cli/cli.ts";
 import { join } from "node:path";
@@ -33,6 +33,7 @@ export async function serve(args: StageArgs): Promise<void> {
     ep: model.ep,
     providerOptions: providerOptionsOf(model),
     compute: model.compute_dtype,
+    mergeAdapter: mergeAdapterOf(model),
     threads: model.threads,
     maxSequences: options.max_sequences,
   });

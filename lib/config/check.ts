@@ -134,8 +134,10 @@ function checkString(
   return value;
 }
 
-function checkChoice(spec: FieldSpec & { kind: "choice" }, value: unknown, path: string): string {
+function checkChoice(spec: FieldSpec & { kind: "choice" }, given: unknown, path: string): string {
   const { choices, retired } = spec;
+  // YAML reads true and false as booleans: a choice spelled so takes them (model.merge_adapter).
+  const value = typeof given === "boolean" ? String(given) : given;
   if (typeof value === "string" && choices.includes(value)) return value;
   if (typeof value === "string" && retired && Object.hasOwn(retired, value)) {
     throw new UserError(`config key ${path}`, {

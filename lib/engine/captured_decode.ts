@@ -41,7 +41,7 @@ import type { GraphForms } from "../model/graph/forms.ts";
 import type { ModelDir } from "../model/model_dir.ts";
 import type { LoraShape } from "../model/lora.ts";
 import { type CacheBinding, cacheIO } from "./kv_cache.ts";
-import { buildInferenceModel, IO } from "./infer_graph.ts";
+import { type AdapterForm, buildInferenceModel, IO } from "./infer_graph.ts";
 import { openEngineSession, type SessionOptions } from "./session.ts";
 import { UserError } from "../errors.ts";
 import type { SamplingParams } from "./feeds.ts";
@@ -100,7 +100,8 @@ export class CapturedDecode {
   }
 
   /**
-   * Builds the decode graph of `model` (the engine's weight inputs for `lora`, its `forms`) and opens its session
+   * Builds the decode graph of `model` (the engine's weight and adapter inputs for `lora` in `form`, its
+   * `forms`) and opens its session
    * on `options.ep`, which must be webgpu, with the engine's provider options plus `enableGraphCapture`.
    */
   static async open(
@@ -108,6 +109,7 @@ export class CapturedDecode {
     lora: LoraShape | null,
     forms: GraphForms,
     options: SessionOptions,
+    form: AdapterForm,
   ): Promise<CapturedDecode> {
     if (options.ep !== "webgpu") {
       throw new Error(
@@ -116,7 +118,7 @@ export class CapturedDecode {
         }; it needs webgpu (set model.webgpu.graph_capture false)`,
       );
     }
-    const built = buildInferenceModel(model, lora, forms, undefined, "decode");
+    const built = buildInferenceModel(model, lora, forms, undefined, "decode", form);
     const session = await openEngineSession(built.bytes, built.externalFolder, {
       ...options,
       sharedWeights: null,

@@ -6,11 +6,12 @@
  *
  * Every run writes its outputs into arrays given to it (session.ts): the KV cache, which is also the past
  * input, and small arrays for sampled tokens and log-probs. The adapter's tensors and each cache view are
- * bound to the session once and reused by every run that feeds them. An engine with an adapter shape is
- * fed its Linears with the adapter merged in (merged_weights.ts), merged again whenever the adapter is
- * set. On a GPU provider the cache lives in device memory (device_cache.ts) and the merged Linears are
- * uploaded once per adapter (device_session.ts), so a decode step
- * sends token ids and sampling inputs to the device and brings back sampled ids and log-probs only.
+ * bound to the session once and reused by every run that feeds them. An engine with an adapter shape takes
+ * the adapter merged into its Linears (merged_weights.ts), merged again whenever the adapter is set, or
+ * unmerged, per group of Linears (lora_inputs.ts `groups`): merged on GPU providers and unmerged on the CPU
+ * unless told otherwise (`mergesAdapter`). On a GPU provider the cache lives in device memory
+ * (device_cache.ts) and the adapter's feeds are uploaded once per adapter (device_session.ts), so a decode
+ * step sends token ids and sampling inputs to the device and brings back sampled ids and log-probs only.
  * Scoring is in scoring.ts.
  *
  * @module
@@ -18,8 +19,9 @@
 
 import type { ModelDir } from "../model/model_dir.ts";
 import type { Qwen3Config } from "../model/hf_config.ts";
-import { type LoraShape, loraTensorSpecs, type LoraWeights } from "../model/lora.ts";
-import { MergedWeights } from "./merged_weights.ts";
+import { type LoraShape, loraTensorSpecs, type LoraWeights, zeroLoraWeights } from "../model/lora.ts";
+import { groupedLora, loraGroupSpecs } from "../model/graph/lora_inputs.ts";
+import { MergedWeights, mergesAdapter } from "./merged_weights.ts";
 import { buildInferenceModel, IO } from "./infer_graph.ts";
 import { type ComputeDtype, graphForms } from "../model/graph/forms.ts";
 import type { DeviceTensor } from "../ort/device.ts";
@@ -82,6 +84,12 @@ export interface StepOutput {
 
 export type { Alternatives, ScoredWithAlternatives } from "./scoring.ts";
 
+/** Options of `InferenceEngine.create`. */
+export interface EngineOptions extends SessionOptions {
+  /** Feed the adapter merged into the Linears (default: on GPU providers only; `mergesAdapter`). */
+  mergeAdapter?: boolean;
+}
+
 export class InferenceEngine {
   readonly config: Qwen3Config;
   readonly lora: LoraShape | null;
@@ -91,9 +99,9 @@ export class InferenceEngine {
   readonly #captured: CapturedDecode | null;
   /** Empty float16 device caches by batch size (scoring without a cache). */
   readonly #empties = new Map<number, DeviceTensor>();
-  /** With an adapter shape: the Linear stacks, merged per adapter (null: the graph holds its own). */
+  /** With a merged adapter: the Linear stacks, merged per adapter (null: the graph holds its own). */
   readonly #merged: MergedWeights | null;
-  #weightFeeds: Record<string, BoundTensor> = {};
+  #adapterFeeds: Record<string, BoundTensor> = {};
   /** Past inputs and present outputs of each cache binding seen, bound once. */
   readonly #caches = new WeakMap<CacheBinding, CacheIO<BoundTensor>>();
 
@@ -125,7 +133,7 @@ export class InferenceEngine {
     this.#scorer = new Scorer({
       config,
       maxStepTokens,
-      weightFeeds: () => this.#weightFeeds,
+      adapterFeeds: () => this.#adapterFeeds,
       createCache: (batch, capacity) => this.createCache(batch, capacity),
       emptyCache: (batch) => this.#emptyCache(batch),
       bindCache: (cache) => this.#cache(cache),
@@ -133,14 +141,19 @@ export class InferenceEngine {
     });
   }
 
-  /** Builds the graph for `model` with its Linears as inputs where `lora` is given, and opens its session. */
+  /**
+   * Builds the graph for `model` for adapters of `lora`'s shape (merged or not: `options.mergeAdapter`),
+   * and opens its session.
+   */
   static async create(
     model: ModelDir,
     lora: LoraShape | null,
-    options: SessionOptions,
+    options: EngineOptions,
   ): Promise<InferenceEngine> {
     const forms = graphForms(options.ep, options.compute);
-    const built = buildInferenceModel(model, lora, forms, sessionWeights(options));
+    const merge = lora !== null && mergesAdapter(options.mergeAdapter, options.ep);
+    const form = merge ? "merged" : "unmerged";
+    const built = buildInferenceModel(model, lora, forms, sessionWeights(options), "all", form);
     const session = await openEngineSession(built.bytes, built.externalFolder, options, built.shared);
     const limit = session.device
       ? attentionTokenLimit(options.ep ?? "cpu", model.config, options.providerOptions)
@@ -148,10 +161,10 @@ export class InferenceEngine {
     let merged: MergedWeights | null = null;
     let captured: CapturedDecode | null = null;
     try {
-      merged = lora
+      merged = merge
         ? await MergedWeights.create(model, lora, forms.compute, options.sharedWeights, options.threads)
         : null;
-      captured = options.graphCapture ? await CapturedDecode.open(model, lora, forms, options) : null;
+      captured = options.graphCapture ? await CapturedDecode.open(model, lora, forms, options, form) : null;
     } catch (e) {
       await merged?.close();
       await session.close();
@@ -167,9 +180,14 @@ export class InferenceEngine {
     return this.#captured?.steps ?? 0;
   }
 
-  /** Feeds an adapter of this engine's shape merged into the Linears (`null`: the base model). */
+  /** Whether this engine takes its adapter merged into the Linears (false: none, or unmerged). */
+  get adapterMerged(): boolean {
+    return this.#merged !== null;
+  }
+
+  /** Feeds an adapter of this engine's shape (`null`: the base model). */
   async setLoraWeights(weights: LoraWeights | null, scale: number): Promise<void> {
-    if (!this.lora || !this.#merged) return;
+    if (!this.lora) return;
     for (const t of weights ? loraTensorSpecs(this.config, this.lora) : []) {
       const data = weights!.get(t.key);
       if (!data || data.length !== t.dims[0] * t.dims[1]) {
@@ -178,25 +196,46 @@ export class InferenceEngine {
         );
       }
     }
-    const merged = await this.#merged.merged(weights, scale);
-    this.#feedWeights(merged);
+    const tensors = this.#merged
+      ? await this.#merged.merged(weights, scale)
+      : this.#groupedTensors(this.lora, weights ?? zeroLoraWeights(this.config, this.lora), scale);
+    this.#feedAdapter(tensors);
   }
 
   /**
-   * Binds the graph's weight inputs (name → tensor) to the main session, and writes the same tensors into
-   * the captured decode session's, whose graph has the same weight inputs (infer_graph.ts).
+   * Binds the graph's adapter inputs (name → tensor: the merged Linears, or the grouped LoRA tensors) to the
+   * main session, and writes the same tensors into the captured decode session's, whose graph has the same
+   * inputs (infer_graph.ts).
    */
-  #feedWeights(tensors: ReadonlyMap<string, HostTensor>): void {
+  #feedAdapter(tensors: ReadonlyMap<string, HostTensor>): void {
     const feeds: Record<string, BoundTensor> = {};
     for (const [name, tensor] of tensors) feeds[name] = this.#session.bind(tensor);
-    this.#releaseWeights();
-    this.#weightFeeds = feeds;
+    this.#releaseAdapter();
+    this.#adapterFeeds = feeds;
     this.#captured?.setWeights(tensors);
   }
 
-  #releaseWeights(): void {
-    Object.values(this.#weightFeeds).forEach((t) => t.release());
-    this.#weightFeeds = {};
+  /** The unmerged graph's adapter inputs, per group of Linears with the scale folded in (lora_inputs.ts). */
+  #groupedTensors(lora: LoraShape, weights: LoraWeights, scale: number): Map<string, HostTensor> {
+    const grouped = groupedLora(this.config, lora, weights, scale);
+    const tensors = new Map<string, HostTensor>();
+    for (const spec of loraGroupSpecs(this.config, lora)) {
+      for (const t of [spec.a, spec.b]) {
+        const data = grouped.get(t.name)!;
+        tensors.set(
+          t.name,
+          this.#compute === "float16"
+            ? { type: "float16", data: Float16Array.from(data), dims: t.dims }
+            : { type: "float32", data, dims: t.dims },
+        );
+      }
+    }
+    return tensors;
+  }
+
+  #releaseAdapter(): void {
+    Object.values(this.#adapterFeeds).forEach((t) => t.release());
+    this.#adapterFeeds = {};
   }
 
   /**
@@ -265,7 +304,7 @@ export class InferenceEngine {
     const total = Math.max(...Array.from(input.seqlens)) + 1;
     const cache = this.#cache(input.cache);
     const feeds = {
-      ...this.#weightFeeds,
+      ...this.#adapterFeeds,
       ...cache.past,
       ...samplingFeeds(input.sampling, input.uniforms, this.config.vocab_size),
       [IO.ids]: int64(input.ids, [B, S]),
@@ -307,7 +346,7 @@ export class InferenceEngine {
   }
 
   async close(): Promise<void> {
-    this.#releaseWeights();
+    this.#releaseAdapter();
     await this.#merged?.close();
     await this.#captured?.close();
     await this.#session.close();

@@ -12,9 +12,10 @@
  *
  * Inputs (B sequences, S new tokens each, M cache length):
  *   input_ids int64 [B, S] · seqlens_k int32 [B] · total_seq_len int32 [] · past.L.key / past.L.value
- *   [B, nKV, M, D] in the compute dtype (float32, or float16 on a GPU provider) · with an adapter, each Linear
- *   stack `[Σout, in]` in the compute dtype, the adapter merged in (named by `stackedWeightName`;
- *   merged_weights.ts) · score_mode bool [] · targets int64 [B, S] ·
+ *   [B, nKV, M, D] in the compute dtype (float32, or float16 on a GPU provider) · with an adapter, merged:
+ *   each Linear stack `[Σout, in]` in the compute dtype, the adapter merged in (named by `stackedWeightName`;
+ *   merged_weights.ts), or unmerged: the adapter per group of Linears (lora_inputs.ts `groups`) ·
+ *   score_mode bool [] · targets int64 [B, S] ·
  *   temperature float [] · sample bool [] (temperature > 0) · sample_rows int64 [B] (flat row of each sequence's last token) ·
  *   uniforms float [B] · filter bool [] · top_k int64 [1] · top_p float [] · constrain bool [] ·
  *   constraint_fill float [B] · constraint_ids int64 [B, K] · constraint_bias float [B, K] · top_n int64 [1]
@@ -28,9 +29,12 @@
  *   float [B, n] (n = top_n) · score_top_ids int64 [B·S, k] · score_top_logprobs float [B·S, k]
  *   (k = score_top, score mode only)
  *
- * A policy with an adapter is fed its Linears with the adapter merged in, `W + scale·B·A`, computed once
- * per adapter (merged_weights.ts): a decode step runs no LoRA kernels. The queries and keys leave their
- * per-head norm already in GroupQueryAttention's `[B, S, heads*D]` (decoder.ts `headLayout`).
+ * A policy with an adapter takes it in one of two forms (`AdapterForm`; which one runs where:
+ * merged_weights.ts `mergesAdapter`). Merged: its Linears are fed with the adapter merged in,
+ * `W + scale·B·A`, computed once per adapter (merged_weights.ts), so a decode step runs no LoRA kernels.
+ * Unmerged: the Linears stay the checkpoint's (folded and prepacked, or shared) and each group of Linears
+ * adds its adapter by two Gemms. The queries and keys leave their per-head norm already in
+ * GroupQueryAttention's `[B, S, heads*D]` (decoder.ts `headLayout`).
  *
  * @module
  */
@@ -105,9 +109,15 @@ export interface InferenceModel {
 export type InferenceHeads = "all" | "decode";
 
 /**
- * Builds the inference graph of `model`: with its Linear stacks as inputs where `lora` is an adapter shape
- * (fed merged), from the checkpoint where it is null; over `shared` weights when given (graph/weights.ts).
- * Both `heads` take the same weight inputs, so the engine feeds them the same tensors.
+ * How a graph built for an adapter takes it: merged into the Linear stacks, fed as inputs; or unmerged,
+ * as per-group LoRA inputs beside the checkpoint's Linears.
+ */
+export type AdapterForm = "merged" | "unmerged";
+
+/**
+ * Builds the inference graph of `model`: for adapters of `lora`'s shape in `form` (null: no adapter, the
+ * checkpoint's Linears); over `shared` weights when given (graph/weights.ts). Both `heads` take the same
+ * weight and adapter inputs, so the engine feeds them the same tensors.
  */
 export function buildInferenceModel(
   model: ModelDir,
@@ -115,6 +125,7 @@ export function buildInferenceModel(
   forms: GraphForms = graphForms(),
   shared?: SharedWeights,
   heads: InferenceHeads = "all",
+  form: AdapterForm = "merged",
 ): InferenceModel {
   const cfg = model.config;
   const { num_hidden_layers: L, num_key_value_heads: nKV, head_dim: D } = cfg;
@@ -128,7 +139,9 @@ export function buildInferenceModel(
     key: g.input(IO.pastKey(l), forms.compute, ["B", nKV, "M", D]),
     value: g.input(IO.pastValue(l), forms.compute, ["B", nKV, "M", D]),
   }));
-  const weights = addCheckpointWeights(g, model, shared, forms.compute, lora ? "inputs" : "checkpoint");
+  const merged = lora !== null && form === "merged";
+  const weights = addCheckpointWeights(g, model, shared, forms.compute, merged ? "inputs" : "checkpoint");
+  const loraInputs = addLoraInputs(g, cfg, merged ? null : lora, "groups", forms.compute);
   const rope = ropeTables(D, cfg.rope_theta, cfg.max_position_embeddings);
   const table = (name: string, data: Float32Array) =>
     toDtype(g, g.initializer(name, data, [rope.positions, rope.half]), forms.compute); // [P, D/2]
@@ -160,13 +173,7 @@ export function buildInferenceModel(
     return Reshape.emit(g, out, [-1, cfg.num_attention_heads * D]); // [N, nH*D]
   };
   const flatIds = heads === "decode" ? ids : Reshape.emit(g, ids, [-1]); // [N]
-  const parts = {
-    cfg,
-    weights,
-    lora: addLoraInputs(g, cfg, null),
-    attention,
-    headLayout: batched ?? undefined,
-  };
+  const parts = { cfg, weights, lora: loraInputs, attention, headLayout: batched ?? undefined };
   const hidden = decoder(g, flatIds, parts); // [N, H]
   if (heads === "all") addHeads(g, hidden, headWeight(cfg, weights), cfg.vocab_size, forms);
   else addDecodeHead(g, hidden, headWeight(cfg, weights), cfg.vocab_size);

@@ -2,9 +2,9 @@
  * `LocalPolicy`: the `Policy` on the calling thread. `loadPolicy` runs one inside a Worker
  * (worker.ts); tests and the worker itself use it directly.
  *
- * A graph built for adapters of one rank and target set takes its Linears as inputs. Setting an adapter of
- * that shape merges it into them and feeds the result (merged_weights.ts; one CPU run); another shape
- * rebuilds the graph (seconds for a large model).
+ * The graph is built for adapters of one rank and target set. Setting an adapter of that shape is a new
+ * feed: merged into the Linears first where the policy merges (merged_weights.ts; one CPU run), per group
+ * of Linears where it does not; another shape rebuilds the graph (seconds for a large model).
  *
  * @module
  */

@@ -16,6 +16,12 @@
  * Memory: the base stacks in float32 (the process's shared weights where given, else a copy of the
  * Linears only) plus the merged copy the session reads (on a GPU provider, uploaded once).
  *
+ * Where it runs (`mergesAdapter`): by default on GPU providers only. There a decode step is dispatch-bound
+ * (each kernel ~22 µs) and the merge saves 224 kernels a step at 28 layers; on the CPU a kernel costs
+ * microseconds, while the merged copy would add a second float32 copy of every Linear beside the process's
+ * shared weights (~1.8 GB for Qwen3-0.6B) and, without shared weights, lose MLAS's prepacking of the
+ * Linears (inputs are never prepacked). docs/ENGINE_FACTS.md, "Kernels per run".
+ *
  * @module
  */
 
@@ -34,9 +40,18 @@ import {
 } from "../model/shared_weights.ts";
 import { QWEN3_LINEAR_GROUPS } from "../model/model_dir.ts";
 import type { HostTensor } from "../ort/value.ts";
+import type { ExecutionProvider } from "../ort/providers.ts";
 import { type EngineSession, openEngineSession } from "./session.ts";
 
 const BASE_PREFIX = "base.";
+
+/**
+ * Whether a policy on `ep` takes its adapter merged into its Linears: `merge` where given, else merged on
+ * a GPU provider and unmerged on the CPU (`model.merge_adapter: auto`; why: this module's doc).
+ */
+export function mergesAdapter(merge: boolean | undefined, ep: ExecutionProvider = "cpu"): boolean {
+  return merge ?? ep !== "cpu";
+}
 
 /** The Linear stacks of one policy, with or without an adapter merged in. */
 export class MergedWeights {

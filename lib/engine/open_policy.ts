@@ -7,7 +7,7 @@
  */
 
 import type { Config } from "../config/schema.ts";
-import { providerOptionsOf } from "../config/sections/model.ts";
+import { mergeAdapterOf, providerOptionsOf } from "../config/sections/model.ts";
 import type { Policy } from "./policy.ts";
 import { loadPolicy, type LoadPolicyOptions } from "./worker_policy.ts";
 import { ServerPolicy } from "./remote/server_policy.ts";
@@ -21,6 +21,7 @@ export async function openPolicy(model: Config["model"], options: LoadPolicyOpti
       providerOptions: providerOptionsOf(model),
       graphCapture: model.webgpu.graph_capture,
       compute: model.compute_dtype,
+      mergeAdapter: mergeAdapterOf(model),
       threads: model.threads,
       ...options,
     });

@@ -23,11 +23,17 @@ export interface PolicyOptions {
   /** PEFT adapter directory or tensors to start from; default none (the base model). */
   adapter?: string | Adapter | null;
   /**
-   * Rank and targets of the adapters the graph is built for when no adapter is given (its Linears then
-   * graph inputs, fed with an adapter merged in: merged_weights.ts), so that adapters of this shape can be
-   * set later without rebuilding the graph. Default: a graph for no adapter until one is set.
+   * Rank and targets of the adapters the graph is built for when no adapter is given, so that adapters of
+   * this shape can be set later without rebuilding the graph. Default: a graph for no adapter until one is
+   * set.
    */
   lora?: LoraSpec | null;
+  /**
+   * Take the adapter merged into the Linears (`W + scale·B·A` once per adapter, merged_weights.ts: fewer
+   * kernels per decode step) rather than unmerged (two Gemms per group of Linears, over the checkpoint's
+   * own or the shared Linears). Default: merged on GPU providers, unmerged on the CPU (`mergesAdapter`).
+   */
+  mergeAdapter?: boolean;
   /** Execution provider, default "cpu". */
   ep?: ExecutionProvider;
   /** `ep`'s onnxruntime options (webgpu only; from `model.webgpu` by `providerOptionsOf`); default none. */

@@ -23,8 +23,11 @@ import type { BoundTensor, Feed } from "./engine_session.ts";
 export interface ScoringEngine {
   readonly config: Qwen3Config;
   readonly maxStepTokens: number;
-  /** The current adapter's feeds: the Linear stacks with it merged in (none without an adapter shape). */
-  weightFeeds(): Record<string, BoundTensor>;
+  /**
+   * The current adapter's feeds: the Linear stacks with it merged in, or its per-group inputs (none
+   * without an adapter shape).
+   */
+  adapterFeeds(): Record<string, BoundTensor>;
   createCache(batch: number, capacity: number): BatchCache;
   /** An empty cache (no positions) for calls that need none. */
   emptyCache(batch: number): CacheBinding;
@@ -203,7 +206,7 @@ export class Scorer {
   async #run(call: ScoreRun): Promise<void> {
     const { batch: B, width: S } = call;
     const feeds = {
-      ...this.#engine.weightFeeds(),
+      ...this.#engine.adapterFeeds(),
       ...call.cache.past,
       ...samplingFeeds(
         { temperature: call.temperature, topK: 0, topP: 1 },

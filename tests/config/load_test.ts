@@ -199,6 +199,23 @@ Deno.test("model.webgpu: a value onnxruntime does not take is refused with the v
   );
 });
 
+Deno.test("model.merge_adapter takes auto, or true and false as YAML writes them, in a file or an override", async () => {
+  assert.equal(defaultConfig().model.merge_adapter, "auto");
+  assert.equal(validateWith("model.merge_adapter", true).model.merge_adapter, "true");
+  assert.equal(validateWith("model.merge_adapter", false).model.merge_adapter, "false");
+  const { config } = await loadConfig({ text: "model:\n  merge_adapter: false\n" });
+  assert.equal(config.model.merge_adapter, "false");
+  assert.equal(
+    applyOverrides(defaultConfig(), [["model.merge_adapter", "true"]]).model.merge_adapter,
+    "true",
+  );
+  expectUserError(
+    () => validateWith("model.merge_adapter", "yes"),
+    "model.merge_adapter",
+    "valid: auto, true, false",
+  );
+});
+
 Deno.test("model.webgpu set away from its defaults needs model.ep webgpu; at its defaults any provider passes", () => {
   const storage = WEBGPU_BUFFER_CACHE_MODES.find((m) => m !== WEBGPU_DEFAULTS.storageBufferCacheMode)!;
   const validation = WEBGPU_VALIDATION_MODES.find((m) => m !== WEBGPU_DEFAULTS.validationMode)!;

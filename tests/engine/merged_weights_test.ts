@@ -3,13 +3,18 @@
  * in the member's rows and W itself elsewhere; a policy fed the merged Linears gives the log-probs of the
  * float64 reference applying the adapter unmerged (PEFT's form, tests/reference), on the CPU and on
  * WebGPU in float32 and float16; setting another adapter merges again, and no adapter is the base model.
+ * The unmerged graph (per-group adapter inputs, the CPU's default) gives the merged one's log-probs, and
+ * `model.merge_adapter: auto` picks unmerged on the CPU and merged on WebGPU.
  *
  * Tiny random models with a 512-token vocabulary (no tokenizer).
  */
 
 import assert from "node:assert/strict";
 import { MergedWeights } from "../../lib/engine/merged_weights.ts";
+import { InferenceEngine } from "../../lib/engine/engine.ts";
 import { LocalPolicy } from "../../lib/engine/local_policy.ts";
+import { policyOptionsOf } from "../../lib/engine/policy_options.ts";
+import { applyOverrides, defaultConfig } from "../../lib/config/mod.ts";
 import { type ComputeDtype, PARITY_TOLERANCE } from "../../lib/model/graph/forms.ts";
 import { type Adapter, loraScale, type LoraSpec, peftKey, type QwenLinear } from "../../lib/model/lora.ts";
 import { linearShape, openModelDir, QWEN3_LINEAR_GROUPS } from "../../lib/model/model_dir.ts";
@@ -102,7 +107,7 @@ async function mergedError(ep: ExecutionProvider, compute: ComputeDtype, layers:
   const ref = await loadReference(dir, referenceLoraOf(cfg, adapter));
   const base = await loadReference(dir);
   const seqs = sequences(9);
-  const policy = await LocalPolicy.load(dir, { adapter, ep, compute });
+  const policy = await LocalPolicy.load(dir, { adapter, ep, compute, mergeAdapter: true });
   try {
     const lps = await policy.logprobs(seqs);
     seqs.forEach((s, i) => {
@@ -128,23 +133,80 @@ webgpuTest("a merged policy on WebGPU stays within the parity tolerance of the r
   }
 });
 
-Deno.test("setting another adapter merges it again; no adapter gives the base model", async () => {
+Deno.test("setting another adapter merges it again; no adapter gives the base model (merged and not)", async () => {
   const dir = await makeTinyModel({ vocab: 512, tokenizer: false, seed: 4 });
   const cfg = (await openModelDir(dir)).config;
   const [first, second] = [6, 7].map((seed) => randomAdapter(cfg, ALL, seed, 0.2));
   const seqs = sequences(2);
-  const policy = await LocalPolicy.load(dir, { adapter: first });
   const plain = await LocalPolicy.load(dir);
   try {
-    await policy.setAdapter(second);
-    const ref = await loadReference(dir, referenceLoraOf(cfg, second));
-    const lps = await policy.logprobs(seqs);
-    seqs.forEach((s, i) => assert.ok(maxError(lps[i], ref.logprobs(s)) < 1e-4, "the second adapter"));
-    await policy.setAdapter(null);
-    const [off, base] = [await policy.logprobs(seqs), await plain.logprobs(seqs)];
-    seqs.forEach((_, i) => assert.ok(maxError(off[i], base[i]) < 1e-5, "no adapter = the base graph"));
+    for (const mergeAdapter of [true, false]) {
+      const policy = await LocalPolicy.load(dir, { adapter: first, mergeAdapter });
+      try {
+        await policy.setAdapter(second);
+        const ref = await loadReference(dir, referenceLoraOf(cfg, second));
+        const lps = await policy.logprobs(seqs);
+        seqs.forEach((s, i) =>
+          assert.ok(maxError(lps[i], ref.logprobs(s)) < 1e-4, `${mergeAdapter}: second`)
+        );
+        await policy.setAdapter(null);
+        const [off, base] = [await policy.logprobs(seqs), await plain.logprobs(seqs)];
+        seqs.forEach((_, i) => assert.ok(maxError(off[i], base[i]) < 1e-5, `${mergeAdapter}: no adapter`));
+      } finally {
+        await policy.close();
+      }
+    }
   } finally {
     await plain.close();
-    await policy.close();
   }
+});
+
+Deno.test("the unmerged graph gives the merged graph's log-probs (CPU float32, 2 and 28 layers)", async () => {
+  for (const layers of [2, 28]) {
+    const dir = await makeTinyModel({ layers, vocab: 512, tokenizer: false, seed: 12 });
+    const adapter = randomAdapter((await openModelDir(dir)).config, ALL, 5, 0.2);
+    const seqs = sequences(3);
+    const [merged, unmerged] = await Promise.all(
+      [true, false].map((mergeAdapter) => LocalPolicy.load(dir, { adapter, mergeAdapter })),
+    );
+    try {
+      const [a, b] = [await merged.logprobs(seqs), await unmerged.logprobs(seqs)];
+      const base = await loadReference(dir);
+      seqs.forEach((s, i) => {
+        assert.ok(maxError(b[i], base.logprobs(s)) > 0.05, `${layers} layers: the unmerged adapter applies`);
+        const error = maxError(a[i], b[i]);
+        assert.ok(error <= PARITY_TOLERANCE.float32.logprob, `${layers} layers: max |Δ log-prob| ${error}`);
+      });
+    } finally {
+      await Promise.all([merged.close(), unmerged.close()]);
+    }
+  }
+});
+
+/** Whether an engine for adapters of `ALL`'s shape on `ep` merges them, given `mergeAdapter`. */
+async function engineMerges(ep: ExecutionProvider, mergeAdapter: boolean | undefined): Promise<boolean> {
+  const model = await openModelDir(await makeTinyModel({ vocab: 512, tokenizer: false, seed: 4 }));
+  const engine = await InferenceEngine.create(model, ALL, { ep, mergeAdapter });
+  try {
+    return engine.adapterMerged;
+  } finally {
+    await engine.close();
+  }
+}
+
+/** `PolicyOptions.mergeAdapter` from a configuration with `model.merge_adapter` overridden to `text`. */
+function configured(text: string): boolean | undefined {
+  return policyOptionsOf(applyOverrides(defaultConfig(), [["model.merge_adapter", text]])).mergeAdapter;
+}
+
+Deno.test("model.merge_adapter: auto leaves it to the provider, true and false force it (CPU)", async () => {
+  assert.deepEqual(["auto", "true", "false"].map(configured), [undefined, true, false]);
+  assert.equal(policyOptionsOf(defaultConfig()).mergeAdapter, undefined, "auto is the default");
+  assert.equal(await engineMerges("cpu", undefined), false, "auto: unmerged on the CPU");
+  assert.equal(await engineMerges("cpu", true), true, "true: merged on the CPU");
+});
+
+webgpuTest("model.merge_adapter: auto merges on WebGPU, false does not", async () => {
+  assert.equal(await engineMerges("webgpu", undefined), true, "auto: merged on WebGPU");
+  assert.equal(await engineMerges("webgpu", false), false, "false: unmerged on WebGPU");
 });

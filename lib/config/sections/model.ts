@@ -13,6 +13,10 @@ import { bool, choice, type Infer, int, str } from "../fields.ts";
 export const ARITHMETIC_ORDERS = ["precedence", "left_to_right"] as const;
 export type ArithmeticOrder = typeof ARITHMETIC_ORDERS[number];
 
+/** `model.merge_adapter`: auto (by provider), or forced on or off (YAML's true / false are accepted). */
+export const MERGE_ADAPTER_SETTINGS = ["auto", "true", "false"] as const;
+export type MergeAdapterSetting = typeof MERGE_ADAPTER_SETTINGS[number];
+
 export const DATA_SOURCES = ["gsm8k", "mbpp", "mbpp_sanitized", "arithmetic", "jsonl", "parquet"] as const;
 
 /**
@@ -91,6 +95,14 @@ export function providerOptionsOf(model: { ep: ExecutionProvider; webgpu: WebGpu
   return model.ep === "webgpu" ? webgpuProviderOptions(model.webgpu) : {};
 }
 
+/**
+ * `model.merge_adapter` as the policy option `mergeAdapter`: true or false where forced, undefined for auto
+ * (the engine then merges on GPU providers only: lib/engine/merged_weights.ts `mergesAdapter`).
+ */
+export function mergeAdapterOf(model: { merge_adapter: MergeAdapterSetting }): boolean | undefined {
+  return model.merge_adapter === "auto" ? undefined : model.merge_adapter === "true";
+}
+
 export const model = {
   path: str({
     default: "runs/demo/model",
@@ -122,6 +134,12 @@ export const model = {
   shared_weights: bool({
     default: true,
     doc: "one float32 copy of the weights per process, shared by the engine and the trainer (cpu)",
+  }),
+  merge_adapter: choice({
+    choices: MERGE_ADAPTER_SETTINGS,
+    default: "auto",
+    doc: "feed the LoRA adapter merged into the Linears (fewer decode kernels; a copy of the Linears): " +
+      "auto = on GPU providers, not on cpu | true | false",
   }),
 };
 

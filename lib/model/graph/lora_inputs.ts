@@ -4,14 +4,14 @@
  *
  * - **pairs**: each Linear's A and B named by their PEFT keys, plus a `lora_scale` scalar input; the
  *   gradients come back under the same keys. (No graph of the toolkit uses it since issue 29.)
- * - **groups** (the train graph, lib/train/lora_groups.ts): per layer and group of Linears that read one
- *   input (q/k/v, o, gate/up, down; model_dir.ts), one A `[Σr, in]` (the members' A stacked) and one B
- *   `[Σout, Σr]` (block diagonal, the scale folded in; zero rows for a member without an adapter), so a
- *   group's adapter is two Gemms whatever its members (`groupedLora` builds them from an adapter's pairs),
- *   fed in the compute dtype (float16 on a GPU: no Cast kernels). A decode step of a 28-layer model with
- *   all seven targets ran 364 fewer kernels with it than with pairs; the inference graph now takes the
- *   adapter merged into its Linears, merged by one Gemm per group over these same tensors
- *   (lib/engine/merged_weights.ts).
+ * - **groups** (the train graph, lib/train/lora_groups.ts, and the inference graph unmerged): per layer and
+ *   group of Linears that read one input (q/k/v, o, gate/up, down; model_dir.ts), one A `[Σr, in]` (the
+ *   members' A stacked) and one B `[Σout, Σr]` (block diagonal, the scale folded in; zero rows for a member
+ *   without an adapter), so a group's adapter is two Gemms whatever its members (`groupedLora` builds them
+ *   from an adapter's pairs), fed in the compute dtype (float16 on a GPU: no Cast kernels). A decode step
+ *   of a 28-layer model with all seven targets runs 364 fewer kernels than with pairs. A policy that merges
+ *   its adapter (lib/engine/merged_weights.ts, by default on GPU providers) declares none, and merges by
+ *   one Gemm per group over these same tensors.
  *
  * @module
  */

@@ -11,8 +11,8 @@
  *   folds anything: nothing in the graph computes on a weight before its consumer reads it.
  *
  * Either way the Linear stacks may instead be graph inputs (`linears: "inputs"`, named by
- * `stackedWeightName`, in the compute dtype): the inference graph of a policy with an adapter is fed the
- * adapter merged into them (lib/engine/merged_weights.ts), and declares no checkpoint data for them.
+ * `stackedWeightName`, in the compute dtype): the inference graph of a policy that merges its adapter is
+ * fed the adapter merged into them (lib/engine/merged_weights.ts), and declares no checkpoint data for them.
  *
  * onnxruntime resolves external `location`s against one folder (the session option
  * `model_external_initializers_file_folder_path`) and rejects absolute paths and paths escaping it, so
