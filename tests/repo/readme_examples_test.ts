@@ -2,9 +2,9 @@
  * Every command line the user is shown runs as written, in order, on a fresh copy of the repository: the
  * README's `sh` blocks after its first command (the demo), and each command's `--help` examples. The test
  * appends only overrides that make runs small (see SMALL); lines that are not `deno task` commands (vLLM,
- * SGLang: GPU servers in Python), the test command itself, and lines naming an execution provider that does
- * not start on this machine (`--model.ep=cuda` without CUDA; `webgpu` without a Vulkan driver — CI installs
- * lavapipe, so there they run) are listed as skipped, with the reason. The
+ * SGLang: GPU servers in Python), the test command itself, the set-up alias of `deno`, and lines naming an
+ * execution provider that does not start on this machine (`--model.ep=cuda` without CUDA; `webgpu` without a
+ * Vulkan driver — CI installs lavapipe, so there they run) are listed as skipped, with the reason. The
  * README's TypeScript example of the engine runs too, as a script in the copy, after the commands.
  * (tests/repo/readme_commands_test.ts checks, faster, that every shown override passes the config loader.)
  */
@@ -49,6 +49,7 @@ const SMALL: Record<string, string[]> = {
 /** Lines shown but not run here, and why. */
 function skipReason(task: string | undefined, line: string): string | null {
   if (task === "test") return "the test command itself";
+  if (/^alias deno=/.test(line)) return "the set-up alias (here `deno` is already the pinned Deno on PATH)";
   if (!task) return "not a deno task command (a GPU inference server in Python)";
   const ep = /--model\.ep[ =](\w+)/.exec(line)?.[1];
   const problem = ep === "cuda" || ep === "webgpu" ? providerProblem(ep) : null;
@@ -110,7 +111,9 @@ Deno.test("README's commands run as written, in order, on a fresh copy after the
   assert.match(lines[0].line, /task demo\b/, "the README's first command is the demo");
   const skipped = await runInOrder(dir, lines);
   assert.ok(
-    skipped.every((s) => /vllm serve|sglang|task test|model\.ep (cuda|webgpu) does not start here/.test(s)),
+    skipped.every((s) =>
+      /vllm serve|sglang|task test|alias deno=|model\.ep (cuda|webgpu) does not start here/.test(s)
+    ),
     skipped.join("\n"),
   );
   assert.ok(await runTypeScriptBlocks(dir, markdown) >= 2, "the engine and notebook examples ran");
