@@ -42,7 +42,7 @@ import { defaultModelMissing, ensureDefaultModel } from "../model/default_model.
 import { progress } from "../progress.ts";
 import { stopWithParent } from "./lifetime.ts";
 import { checkMcpServers, mcpPaths } from "../tools/mcp/check.ts";
-import { checkProviderStarts } from "../ort/provider_check.ts";
+import { checkProviderStarts, noteSoftwareDevice } from "../ort/provider_check.ts";
 
 export { checkOutputPath, type OutputSpec } from "../fs/output.ts";
 export { progress } from "../progress.ts";
@@ -256,7 +256,10 @@ async function checkArguments(spec: StageSpec, args: StageArgs): Promise<void> {
     await checkMcpServers(args.config.rollout.tools.mcp);
     // The provider must start before a model loads; rollouts and evaluations on servers run no engine here.
     const remote = model.backend !== "local" && (spec.name === "rollout" || spec.name === "eval");
-    if (!remote) checkProviderStarts(model.ep);
+    if (!remote) {
+      checkProviderStarts(model.ep);
+      noteSoftwareDevice(model.ep);
+    }
   }
   if (args.output) {
     await checkOutputPath(args.output, spec.output ?? { kind: "stage-file", fileKind: "unknown" }, {

@@ -12,6 +12,7 @@ import { type ArithmeticOrder, generateArithmeticTasks } from "./arithmetic.ts";
 import { type FieldMap, loadGeneric } from "./generic.ts";
 import { loadGsm8k } from "./gsm8k.ts";
 import { loadMbpp } from "./mbpp.ts";
+import { checkPromptSize } from "./prompt_size.ts";
 import { shuffled } from "./random.ts";
 import type { Task } from "./task.ts";
 import { DATA_SOURCES } from "../config/sections/model.ts";
@@ -44,6 +45,8 @@ export interface TaskDataOptions {
   fields?: FieldMap | null;
   /** Generator settings for `arithmetic`; missing keys take `ARITHMETIC_DEFAULTS`. */
   arithmetic?: Partial<ArithmeticConfig> | null;
+  /** The system message before every task; only its size is checked here (`checkPromptSizes`). */
+  system_prompt?: string | null;
 }
 
 /** Defaults of the synthetic arithmetic task. */
@@ -59,6 +62,7 @@ export const ARITHMETIC_DEFAULTS: ArithmeticConfig = {
 /** Loads the tasks `data` describes, shuffled and truncated as it says. */
 export async function loadTasks(data: TaskDataOptions): Promise<Task[]> {
   const all = await loadSource(data);
+  checkPromptSizes(all, data);
   checkUniqueIds(all, data);
   return selectTasks(all, data);
 }
@@ -138,6 +142,20 @@ function requireFields(data: TaskDataOptions): FieldMap {
     why: `source "${data.source}" needs to know which field holds the prompt`,
     fix: "set data.fields.prompt (and optionally data.fields.id, data.fields.answer) to field names",
   });
+}
+
+/** Every prompt within `PROMPT_MAX_BYTES`, before a tokenizer sees one (a 50 MB prompt crashed Deno). */
+function checkPromptSizes(tasks: Task[], data: TaskDataOptions): void {
+  if (data.system_prompt) {
+    checkPromptSize("data.system_prompt", data.system_prompt, "shorten data.system_prompt");
+  }
+  for (const task of tasks) {
+    checkPromptSize(
+      `${data.path ?? data.source}: task ${JSON.stringify(task.id)}: prompt`,
+      task.prompt,
+      "shorten the task's prompt or leave the task out of the dataset",
+    );
+  }
 }
 
 /** Two tasks with one id would be scored and grouped together; refuse that. */

@@ -22,6 +22,8 @@ import { libraryPath } from "./library.ts";
 import type { ExecutionProvider } from "./providers.ts";
 import { OrtSession } from "./session.ts";
 import { withStderrSilenced } from "./quiet.ts";
+import { type VulkanDevice, vulkanDevices } from "./vulkan_devices.ts";
+import { progress } from "../progress.ts";
 
 /** Files onnxruntime-node's install script puts next to `libonnxruntime.so.1` for the CUDA provider. */
 export const CUDA_PROVIDER_FILES = ["libonnxruntime_providers_shared.so", "libonnxruntime_providers_cuda.so"];
@@ -152,4 +154,28 @@ function ortReason(message: string): string {
   const line = message.split("\n")[0];
   const after = line.lastIndexOf(" was false. ");
   return firstLine(after >= 0 ? line.slice(after + " was false. ".length) : line);
+}
+
+/**
+ * The line to print when `ep` is webgpu and every Vulkan device is a CPU one (Mesa's lavapipe): the
+ * provider then runs on the CPU, and its timings mean nothing for a GPU. Null otherwise, or where the
+ * devices are unknown (`devices` null: no Vulkan loader or no FFI permission).
+ */
+export function softwareDeviceNote(ep: ExecutionProvider, devices: VulkanDevice[] | null): string | null {
+  if (ep !== "webgpu" || devices === null || devices.length === 0 || !devices.every((d) => d.cpu)) {
+    return null;
+  }
+  const names = [...new Set(devices.map((d) => d.name))].join(", ");
+  return `note: model.ep webgpu runs on a software Vulkan device (${names}), on the CPU: ` +
+    "GPU timings of this run mean nothing; use a machine with a GPU's Vulkan driver for them";
+}
+
+let softwareDeviceNoted = false;
+
+/** Prints `softwareDeviceNote` for this machine once per process (stderr, through `progress`). */
+export function noteSoftwareDevice(ep: ExecutionProvider): void {
+  if (ep !== "webgpu" || softwareDeviceNoted) return;
+  softwareDeviceNoted = true;
+  const note = softwareDeviceNote(ep, vulkanDevices());
+  if (note !== null) progress.log(note);
 }

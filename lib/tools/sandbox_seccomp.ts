@@ -4,6 +4,9 @@
  * and `memfd_secret` (a file in memory, kept alive by a descriptor; thousands of them are allowed) and
  * `shmget` (System V shared memory, kept alive by the IPC namespace after the program detaches). They
  * fail with ENOSYS, as on a kernel without them, so programs that fall back on a temp file still run.
+ * The io_uring family (`io_uring_setup`, `io_uring_enter`, `io_uring_register`) is refused the same way,
+ * as Docker's default profile does: its kernel threads do the program's I/O outside the checks that
+ * seccomp makes of the calls themselves, and it is a frequent home of kernel bugs.
  *
  * The filter is a classic BPF program (the form bwrap reads), built here for x86_64 and aarch64: the
  * architecture is checked first, and system calls of any other ABI (32-bit `int 0x80` calls, x32) are
@@ -12,12 +15,15 @@
  * @module
  */
 
+/** io_uring_setup, io_uring_enter, io_uring_register: one number on every architecture (asm-generic). */
+const IO_URING = [425, 426, 427];
+
 /** Per architecture: its AUDIT_ARCH value and the numbers of the system calls refused. */
 const ARCHES: Record<string, { audit: number; refused: number[]; x32: boolean }> = {
-  // memfd_create 319, memfd_secret 447, shmget 29
-  x86_64: { audit: 0xc000003e, refused: [319, 447, 29], x32: true },
-  // memfd_create 279, memfd_secret 447, shmget 194
-  aarch64: { audit: 0xc00000b7, refused: [279, 447, 194], x32: false },
+  // memfd_create 319, memfd_secret 447, shmget 29, io_uring_setup/enter/register 425-427
+  x86_64: { audit: 0xc000003e, refused: [319, 447, 29, ...IO_URING], x32: true },
+  // memfd_create 279, memfd_secret 447, shmget 194, io_uring_setup/enter/register 425-427
+  aarch64: { audit: 0xc00000b7, refused: [279, 447, 194, ...IO_URING], x32: false },
 };
 
 const BPF_LD_W_ABS = 0x20;

@@ -72,3 +72,13 @@ Deno.test("data.path a FIFO, a link to /dev/zero, a directory or a file past the
     assert.ok(!(await exists(join(dir, "runs"))), `${path}: the default model was built first`);
   }
 });
+
+Deno.test("a 50 MB prompt in data.path: rollout refuses it in one line naming the task, before the model", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "huge-prompt-" });
+  const row = JSON.stringify({ id: "huge", prompt: "x".repeat(50 * 1000 * 1000), answer: "1" });
+  await Deno.writeTextFile(join(dir, "huge.jsonl"), row + "\n");
+  const args = ["--out", "r.arrow", "--data.source=jsonl", "--data.path=huge.jsonl", "--data.fields.id=id"];
+  const r = await stage("rollout", args, { cwd: dir, ...NO_HANG });
+  assertRefused(r, /huge\.jsonl: task "huge": prompt: it is 50000000 bytes .* at most 1048576 bytes/, "huge");
+  assert.ok(!(await exists(join(dir, "runs"))), "the default model was built first");
+});

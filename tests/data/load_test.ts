@@ -19,6 +19,7 @@ import {
   type Task,
 } from "../../lib/data/mod.ts";
 import { main as makeArithmetic } from "../../data/make_arithmetic.ts";
+import { PROMPT_MAX_BYTES } from "../../lib/data/prompt_size.ts";
 
 const GSM8K_SAMPLE = fileURLToPath(new URL("../../data/gsm8k_sample.jsonl", import.meta.url));
 const MBPP_SAMPLE = fileURLToPath(new URL("../../data/mbpp_sample.jsonl", import.meta.url));
@@ -400,4 +401,35 @@ Deno.test("loadTasks: bad data config values are UserErrors naming the key", asy
       '"a"',
     );
   });
+});
+
+Deno.test("a 50 MB task prompt or a system prompt past 1 MiB is refused in one line naming the task, its size and the cap", async () => {
+  await withTempDir(async (dir) => {
+    const path = `${dir}/huge.jsonl`;
+    const huge = "x".repeat(50 * 1000 * 1000);
+    await writeJsonl(path, [{ id: "small", q: "1 + 1?" }, { id: "huge", q: huge }]);
+    await assertUserError(
+      loadTasks({ source: "jsonl", path, fields: { id: "id", prompt: "q" } }),
+      path,
+      'task "huge": prompt',
+      "50000000 bytes",
+      `${PROMPT_MAX_BYTES} bytes`,
+    );
+    // At the cap (in UTF-8 bytes: "é" is two) a prompt loads; one byte more is refused.
+    const atCap = "é".repeat(PROMPT_MAX_BYTES / 2);
+    await writeJsonl(path, [{ id: "edge", q: atCap }]);
+    const fields = { id: "id", prompt: "q" };
+    assert.equal((await loadTasks({ source: "jsonl", path, fields }))[0].prompt, atCap);
+    await writeJsonl(path, [{ id: "edge", q: atCap + "x" }]);
+    await assertUserError(
+      loadTasks({ source: "jsonl", path, fields }),
+      'task "edge"',
+      `${PROMPT_MAX_BYTES + 1} bytes`,
+    );
+  });
+  await assertUserError(
+    loadTasks({ source: "gsm8k", path: GSM8K_SAMPLE, system_prompt: "s".repeat(PROMPT_MAX_BYTES + 1) }),
+    "data.system_prompt",
+    `${PROMPT_MAX_BYTES + 1} bytes`,
+  );
 });

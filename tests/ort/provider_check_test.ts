@@ -8,7 +8,8 @@
 
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { providerProblem } from "../../lib/ort/provider_check.ts";
+import { providerProblem, softwareDeviceNote } from "../../lib/ort/provider_check.ts";
+import { vulkanDevices } from "../../lib/ort/vulkan_devices.ts";
 import { assertRefused, command, exists, stage } from "../helpers/commands.ts";
 import { makeTinyModel } from "../helpers/tiny_model.ts";
 
@@ -71,3 +72,32 @@ Deno.test("model.compute_dtype float16 on the cpu provider is refused in one lin
     /^error: config key model\.compute_dtype \(got "?float16"?\): .*GPU provider.*Fix: set model\.ep to webgpu or cuda/,
   );
 });
+
+Deno.test("softwareDeviceNote: webgpu on only CPU Vulkan devices (lavapipe) is noted; a GPU, an unknown list or another provider is not", () => {
+  const lavapipe = { name: "llvmpipe (LLVM 15.0.6, 256 bits)", cpu: true };
+  const gpu = { name: "NVIDIA H100 80GB HBM3", cpu: false };
+  assert.match(
+    softwareDeviceNote("webgpu", [lavapipe]) ?? "",
+    /^note: model\.ep webgpu runs on a software Vulkan device \(llvmpipe \(LLVM 15\.0\.6, 256 bits\)\), on the CPU: GPU timings of this run mean nothing/,
+  );
+  assert.equal(softwareDeviceNote("webgpu", [gpu, lavapipe]), null, "Dawn prefers the GPU");
+  assert.equal(softwareDeviceNote("webgpu", null), null);
+  assert.equal(softwareDeviceNote("webgpu", []), null);
+  assert.equal(softwareDeviceNote("cpu", [lavapipe]), null);
+});
+
+const devices = vulkanDevices();
+Deno.test(
+  "a stage with model.ep webgpu on lavapipe says once, on stderr, that the device is software",
+  { ignore: devices === null || devices.length === 0 || !devices.every((d) => d.cpu) },
+  async () => {
+    const dir = await Deno.makeTempDir({ prefix: "webgpu-software-" });
+    // The note comes after the provider check and before the output check, which refuses /dev/null.
+    const r = await stage("rollout", ["--model.ep=webgpu", "--out", "/dev/null"], { cwd: dir });
+    assert.equal(r.code, 2, r.stderr);
+    const notes = r.stderr.split("\n").filter((l) => l.includes("software Vulkan device"));
+    assert.equal(notes.length, 1, r.stderr);
+    assert.match(notes[0], /^note: model\.ep webgpu runs on a software Vulkan device \(llvmpipe/);
+    assert.match(r.stderr, /--out \/dev\/null: it is a character device/);
+  },
+);
