@@ -1,7 +1,7 @@
 /**
  * Paths that are not a regular file or directory, given to the commands as a user runs them (with the
  * permission flags of their deno.json task, tests/helpers/commands.ts): each is refused in one line,
- * exit 2, before any work and without hanging — docs/RELIABILITY.md items 136 to 138.
+ * exit 2, before any work and without hanging — docs/RELIABILITY.md items 151 to 153 and 169.
  */
 
 import assert from "node:assert/strict";
