@@ -135,23 +135,26 @@ async function sampleFiltered(
   if (r.kept < wanted) r.short = r.batches >= cap ? "cap" : "tasks";
   if (r.kept === 0) throw nothingKept(step, r, metric);
   const keep = new Set(kept);
-  await writeTable(
-    layout.stepFile(step, "rollouts"),
-    "rollouts",
-    rowsOfGroups(mergeStageFiles(parts.rollouts), keep),
-  );
-  await writeTable(
-    layout.stepFile(step, "scored"),
-    "scored",
-    rowsOfGroups(mergeStageFiles(parts.scored), keep),
-  );
-  const scored = await readStageFile(layout.stepFile(step, "scored"), "scored");
+  const scored = await writeKept(layout, step, parts, keep);
   return {
     episodes: parts.episodes.filter((e) => keep.has(e.groupId)),
     scored,
     summary: scoreSummaryOf(scored),
     filter: r,
   };
+}
+
+/** The kept groups' rows of every generation batch as the step's rollouts and scored files; scored read back. */
+async function writeKept(
+  layout: RunLayout,
+  step: number,
+  parts: { rollouts: StageFile[]; scored: StageFile[] },
+  keep: ReadonlySet<number>,
+): Promise<StageFile> {
+  for (const kind of ["rollouts", "scored"] as const) {
+    await writeTable(layout.stepFile(step, kind), kind, rowsOfGroups(mergeStageFiles(parts[kind]), keep));
+  }
+  return await readStageFile(layout.stepFile(step, "scored"), "scored");
 }
 
 /** The refusal of a step whose every sampled group had one value of the metric. */
