@@ -4,18 +4,20 @@
  * (tests/fixtures/odd_tasks_flat_reward.ts): every group that trains has rewards that differ and the step
  * fills to `rollout.tasks_per_step` groups; a cap reached short of that trains on fewer groups, logs it and
  * records it in metrics.arrow; a run killed during a step's second generation batch and resumed writes the
- * same files as an uninterrupted one. Which tasks a step draws: drawOrder, unit-tested here.
+ * same files as an uninterrupted one. Which tasks a step draws (drawOrder) and which groups it keeps
+ * (groupsWithSpread, rowsOfGroups): unit-tested here.
  */
 
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { groupsOf, stdOf } from "../../lib/advantages/groups.ts";
 import { readStageFile } from "../../lib/arrow/read.ts";
-import type { StageFile } from "../../lib/arrow/stage_file.ts";
+import { StageFile } from "../../lib/arrow/stage_file.ts";
 import type { StageKind } from "../../lib/arrow/kinds.ts";
 import type { Task } from "../../lib/data/task.ts";
 import { sha256Hex } from "../../lib/fs/sha256.ts";
-import { drawOrder, genBatch } from "../../lib/run/filter_groups.ts";
+import { drawOrder, genBatch, groupsWithSpread, rowsOfGroups } from "../../lib/run/filter_groups.ts";
+import { tableFromArrays } from "apache-arrow";
 import { tasksForStep } from "../../lib/rollout/tasks.ts";
 import { exists, ROOT } from "../helpers/commands.ts";
 import { fileHash, loop, tinyLoopConfig, wholeAndResumed } from "../helpers/loop_runs.ts";
@@ -180,4 +182,18 @@ Deno.test("drawOrder: a step's own tasks first, then the rest of the split once 
   );
   assert.deepEqual(genBatch(order, 2, 2), { tasks: order.slice(2, 4), groupIds: [2, 3] });
   assert.deepEqual(genBatch(order, 5, 2).groupIds, [8, 9]);
+});
+
+Deno.test("groupsWithSpread keeps groups whose metric differs (reward or correct); rowsOfGroups cuts out their rows", () => {
+  const table = tableFromArrays({
+    group_id: Int32Array.from([4, 4, 7, 7, 9, 9, 2]),
+    reward: Float32Array.from([0.5, 0.5, 0.1, 0.9, 1, 1, 0.3]),
+    correct: [true, false, false, false, true, true, false],
+  });
+  const file = new StageFile("(test)", "scored", table, { kind: "scored", format_version: 1 }, "");
+  assert.deepEqual(groupsWithSpread(file, "reward"), { ids: [7], groups: 4 });
+  assert.deepEqual(groupsWithSpread(file, "correct"), { ids: [4], groups: 4 });
+  const kept = rowsOfGroups(file, new Set([4, 9]));
+  assert.deepEqual(Array.from(kept.getChild("group_id")!.toArray()), [4, 4, 9, 9]);
+  assert.deepEqual(Array.from(kept.getChild("reward")!.toArray()), [0.5, 0.5, 1, 1]);
 });
