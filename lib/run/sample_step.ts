@@ -8,7 +8,7 @@
  * @module
  */
 
-import { dirname } from "node:path";
+import { dirname, join } from "node:path";
 import { rolloutFileBytes } from "../arrow/estimate.ts";
 import { mergeStageFiles } from "../arrow/merge.ts";
 import { readStageFile } from "../arrow/read.ts";
@@ -107,6 +107,7 @@ async function sampleFiltered(
   const wanted = config.rollout.tasks_per_step;
   const { metric, max_num_gen_batches: cap } = config.loop.filter_groups;
   const order = drawOrder((await session.tasks()).train, step, wanted, config.rollout.generation.seed);
+  await removeGenBatches(layout, step);
   const parts: { rollouts: StageFile[]; scored: StageFile[]; episodes: Episode[] } = {
     rollouts: [],
     scored: [],
@@ -155,6 +156,19 @@ async function writeKept(
     await writeTable(layout.stepFile(step, kind), kind, rowsOfGroups(mergeStageFiles(parts[kind]), keep));
   }
   return await readStageFile(layout.stepFile(step, "scored"), "scored");
+}
+
+/**
+ * Removes the generation batches a killed attempt at the step left (the step is redone whole; a resume with
+ * another `max_num_gen_batches` could otherwise leave batches this attempt does not draw).
+ */
+async function removeGenBatches(layout: RunLayout, step: number): Promise<void> {
+  const dir = layout.stepDir(step);
+  for await (const entry of Deno.readDir(dir)) {
+    if (entry.isDirectory && /^gen-\d+$/.test(entry.name)) {
+      await Deno.remove(join(dir, entry.name), { recursive: true });
+    }
+  }
 }
 
 /** The refusal of a step whose every sampled group had one value of the metric. */
