@@ -6,8 +6,9 @@
  * model and supervised warm start, algorithms_warm.ts, the expensive part), then one loop run per
  * algorithm from that warm start, with the task configuration's own steps, samples and evaluations:
  * grpo, dr_grpo, rloo, mt_grpo, mt_grpo_turns (each `mask.estimator` alone, everything else the
- * configuration's), ppo (`mask.estimator: gae` with PPO's settings below), and the policy losses gspo and
- * cispo (`train.loss.objective`, with grpo's advantages; docs/algorithms.md). Each warm start and each run
+ * configuration's), ppo (`mask.estimator: gae` with PPO's settings below), the policy losses gspo and
+ * cispo (`train.loss.objective`, with grpo's advantages; docs/algorithms.md), and dapo (grpo with DAPO's
+ * dynamic sampling, `loop.filter_groups`, and clip-higher). Each warm start and each run
  * is its own process (`stages/loop.ts`), and a run whose directory already ends at the last step is kept,
  * so a bench stopped midway continues where it stopped when started again.
  *
@@ -57,6 +58,17 @@ export const ALGORITHMS: Readonly<Record<string, ReadonlyArray<[string, string]>
     ["train.loss.objective", "cispo"],
     ["train.loss.eps_low", "0.99"],
     ["train.loss.eps_high", "4"],
+  ],
+  // DAPO as verl's DAPO recipe runs it: dynamic sampling on the accuracy (`filter_groups.metric: acc`,
+  // ours `correct`; at most 10 generation batches a step), clip-higher (eps_high 0.28) and token-level
+  // aggregation, with grpo's advantages. The overlong reward is the task configuration's to add (it needs
+  // its lengths). Not yet measured.
+  dapo: [
+    ["loop.filter_groups.enable", "true"],
+    ["loop.filter_groups.metric", "correct"],
+    ["loop.filter_groups.max_num_gen_batches", "10"],
+    ["train.loss.eps_high", "0.28"],
+    ["train.loss.aggregation", "token_mean"],
   ],
 };
 

@@ -110,7 +110,9 @@ export function flatOfVector(vector: Vector): FlatList | undefined {
 function flatOfData(d: Data, ctor: NumericArrayCtor): FlatList {
   // Arrow JS's stand-in batch for a file without record batches has no child array.
   if (d.children[0] === undefined) return new FlatList(new ctor(0), new Int32Array(1));
-  const offsets = (d.valueOffsets as Int32Array).subarray(d.offset, d.offset + d.length + 1);
+  // Arrow JS keeps a list's offsets relative to its data: a slice (Data.slice) cuts them at its start, so
+  // `d.offset` must not be added again.
+  const offsets = (d.valueOffsets as Int32Array).subarray(0, d.length + 1);
   const child = d.children[0];
   const values = (child.values as NumericArray).subarray(child.offset);
   if (offsets.length > 0 && offsets[0] === 0 && values instanceof ctor) return new FlatList(values, offsets);

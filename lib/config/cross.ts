@@ -24,6 +24,16 @@ const groupSize: Rule = ({ rollout, mask }) => {
   }
 };
 
+/** Dynamic sampling keeps groups whose episodes differ, so a group needs two episodes to ever be kept. */
+const filterGroupsSize: Rule = ({ rollout, loop }) => {
+  if (!loop.filter_groups.enable || rollout.group_size >= 2) return;
+  throw new UserError("config key rollout.group_size", {
+    value: rollout.group_size,
+    why: "loop.filter_groups.enable keeps only groups whose episodes differ, and a group of one never does",
+    fix: "set rollout.group_size to 2 or more (8 is typical), or loop.filter_groups.enable to false",
+  });
+};
+
 /**
  * The heads an estimator needs (PPO's value head: gae) train beside the policy loss, so the loss must take
  * them (its record's `takesHeads`).
@@ -241,6 +251,7 @@ const demoHeads: Rule = ({ demo: { model } }) => {
 /** Every cross-field rule, run in this order. */
 const RULES: Rule[] = [
   groupSize,
+  filterGroupsSize,
   headsTrain,
   algorithmRules,
   turnFitsContext,

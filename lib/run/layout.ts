@@ -6,6 +6,7 @@
  *   runs/<name>/latest                   "step-0003": the last complete step, written last, atomically
  *   runs/<name>/metrics.arrow            one row per loop step (kind run_metrics)
  *   runs/<name>/step-NNNN/{rollouts,scored,batch,metrics}.arrow
+ *   runs/<name>/step-NNNN/gen-GG/{rollouts,scored}.arrow   each generation batch (loop.filter_groups)
  *   runs/<name>/adapters/step-NNNN/      PEFT adapter + optimizer state
  *   runs/<name>/eval/step-NNNN.arrow     held-out evaluation (step-0000: before training)
  *   runs/<name>/report.html
@@ -55,6 +56,11 @@ export class RunLayout {
 
   stepFile(step: number, file: "rollouts" | "scored" | "batch" | "metrics"): string {
     return join(this.stepDir(step), `${file}.arrow`);
+  }
+
+  /** A generation batch's file under dynamic sampling (loop.filter_groups): `step-NNNN/gen-GG/<file>.arrow`. */
+  genFile(step: number, batch: number, file: "rollouts" | "scored"): string {
+    return join(this.stepDir(step), `gen-${String(batch).padStart(2, "0")}`, `${file}.arrow`);
   }
 
   adapter(step: number): string {

@@ -8,7 +8,8 @@
  * task, sample), writes `step-s/{rollouts,scored,batch,metrics}.arrow`, trains the adapter of step s − 1
  * (none at step 1: `model.adapter` or a fresh one) into `adapters/step-s/`, appends its row to
  * `metrics.arrow`, evaluates on the held-out split every `loop.eval_every` steps (and before step 1),
- * and writes `latest` last. A step killed halfway is redone whole on `--resume`, from the adapter and
+ * and writes `latest` last. With `loop.filter_groups.enable` the step samples DAPO's way (sample_step.ts):
+ * more batches of tasks until it holds `tasks_per_step` groups whose rewards differ, or the cap. A step killed halfway is redone whole on `--resume`, from the adapter and
  * optimizer state `latest` names, so a resumed run repeats an uninterrupted one.
  *
  * @module
@@ -16,12 +17,10 @@
 
 import { copyFile } from "node:fs/promises";
 import { dirname } from "node:path";
-import { rolloutFileBytes } from "../arrow/estimate.ts";
 import { readStageFile } from "../arrow/read.ts";
 import { writeTextAtomic } from "../fs/atomic.ts";
 import type { Config } from "../config/schema.ts";
-import { checkFreeSpace } from "../fs/disk_space.ts";
-import { requireHeldOut, tasksForStep } from "../rollout/tasks.ts";
+import { requireHeldOut } from "../rollout/tasks.ts";
 import { progress } from "../progress.ts";
 import {
   evalSummaryLine,
@@ -29,8 +28,6 @@ import {
   mask,
   openSession,
   report,
-  rollout,
-  score,
   type Session,
   train,
   writeStageOutput,
@@ -41,6 +38,8 @@ import { completedSteps, keepRows, writeRunMetrics } from "./run_files.ts";
 import { checkResumable, writeSnapshot } from "./snapshot.ts";
 import { stepLine, stepMetricsRow } from "./step_metrics.ts";
 import { zeroVarianceWarning } from "../mask/mask_table.ts";
+import { filterLine, filterMetrics } from "./filter_groups.ts";
+import { sampleStep, type Timed } from "./sample_step.ts";
 
 export interface LoopOptions {
   /** Continue the run in `loop.run_dir` from its `latest` step. */
@@ -116,21 +115,14 @@ async function runStep(ctx: RunContext, step: number): Promise<void> {
   const { config } = session;
   await Deno.mkdir(layout.stepDir(step), { recursive: true });
   const seconds = { rollout: 0, score: 0, mask: 0, train: 0 };
-  const timed = async <T>(stage: keyof typeof seconds, f: () => Promise<T> | T): Promise<T> => {
+  const timed: Timed = async (stage, f) => {
     const started = performance.now();
     const value = await f();
-    seconds[stage] = (performance.now() - started) / 1000;
+    seconds[stage] += (performance.now() - started) / 1000; // dynamic sampling rolls out and scores again
     return value;
   };
-  const tasks = tasksForStep((await session.tasks()).train, step, config.rollout.tasks_per_step);
-  // Room for the step's rollouts, scored and batch files, before any episode is sampled.
-  checkFreeSpace(layout.stepDir(step), 3 * rolloutFileBytes(config, tasks, "batch"));
-  const rolled = await timed("rollout", () => rollout(session, tasks, { step }));
-  await writeStageOutput(layout.stepFile(step, "rollouts"), rolled);
-  const rollouts = await readStageFile(layout.stepFile(step, "rollouts"), "rollouts");
-  const scored = await timed("score", () => score(session, rollouts, { step }));
-  await writeStageOutput(layout.stepFile(step, "scored"), scored);
-  const scoredFile = await readStageFile(layout.stepFile(step, "scored"), "scored");
+  const sampled = await sampleStep(session, layout, step, timed);
+  const scoredFile = sampled.scored;
   const masked = await timed("mask", () => mask(session, scoredFile, { step }));
   await writeStageOutput(layout.stepFile(step, "batch"), masked);
   const batch = await readStageFile(layout.stepFile(step, "batch"), "batch");
@@ -139,19 +131,24 @@ async function runStep(ctx: RunContext, step: number): Promise<void> {
   await writeStageOutput(layout.adapter(step), trained);
   await copyStageFile(`${layout.adapter(step)}/metrics.arrow`, layout.stepFile(step, "metrics"));
   await session.useAdapter(layout.adapter(step));
-  const rewards = scored.table.getChild("reward")!.toArray() as Float32Array;
+  const rewards = scoredFile.vector("reward").toArray() as Float32Array;
   const row = stepMetricsRow({
     step,
-    episodes: rolled.episodes,
+    episodes: sampled.episodes,
     rewards,
-    score: scored.summary,
+    score: sampled.summary,
     mask: masked.summary,
     train: trained.summary.metrics,
     seconds,
   });
+  if (sampled.filter) Object.assign(row, filterMetrics(sampled.filter));
   ctx.rows.push(row);
   await writeRunMetrics(layout, ctx.rows, config, session.configHash);
   console.log(stepLine(row, config.loop.steps));
+  if (sampled.filter) {
+    const { metric, max_num_gen_batches } = config.loop.filter_groups;
+    console.error(filterLine(step, sampled.filter, metric, max_num_gen_batches));
+  }
   const warning = zeroVarianceWarning(masked.summary, rewards);
   if (warning) console.error(`step ${step}: ${warning}`);
 }

@@ -15,7 +15,8 @@ for (const task of ["configs/demo.yaml", "configs/demo_multistep.yaml"]) {
       const objective = config.train.loss.objective;
       assert.ok(
         name === objective || name === config.mask.estimator ||
-          (name === "ppo" && config.mask.estimator === "gae"),
+          (name === "ppo" && config.mask.estimator === "gae") ||
+          (name === "dapo" && config.loop.filter_groups.enable),
         `${name}: objective ${objective}, estimator ${config.mask.estimator}`,
       );
     }

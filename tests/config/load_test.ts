@@ -314,6 +314,31 @@ Deno.test("mask.estimator gae (PPO) is refused with the sft objective or GRPO's 
   assert.deepEqual([ok.train.ppo_epochs, ok.train.value.clip, ok.train.value.lr], [2, 0.2, 1e-4]);
 });
 
+Deno.test("loop.filter_groups (dynamic sampling) is refused with groups of one episode, naming both keys", () => {
+  const filtered = { enable: true };
+  expectUserError(
+    () =>
+      validateConfig({
+        rollout: { group_size: 1 },
+        mask: { estimator: "gae" },
+        loop: { filter_groups: filtered },
+      }),
+    "rollout.group_size (got 1)",
+    "loop.filter_groups.enable to false",
+  );
+  const ok = validateConfig({ loop: { filter_groups: filtered } }).loop.filter_groups;
+  assert.deepEqual(ok, { enable: true, metric: "reward", max_num_gen_batches: 10 });
+  expectUserError(
+    () => validateWith("loop.filter_groups.metric", "acc"),
+    "loop.filter_groups.metric",
+    "correct",
+  );
+  expectUserError(
+    () => validateWith("loop.filter_groups.max_num_gen_batches", 0),
+    "max_num_gen_batches (got 0)",
+  );
+});
+
 Deno.test("cross-field rules run before any model loads", () => {
   expectUserError(() => validateWith("rollout.group_size", 1), "rollout.group_size (got 1)", "grpo");
   assert.equal(

@@ -69,12 +69,12 @@ export async function fileHash(path: string): Promise<string> {
 
 /**
  * A temporary directory with a loop config on a tiny model: 3 steps of 2 tasks × 4 samples, an ASCII reward
- * module, a checkpoint every step, LoRA r 4; `mask` and `train` add lines to those sections (YAML, indented
- * by two spaces).
+ * module (or `rewardModule`), a checkpoint every step, LoRA r 4; `mask`, `train` and `loop` add lines to those
+ * sections (YAML, indented by two spaces).
  */
 export async function tinyLoopConfig(
   prefix: string,
-  extra: { mask?: string; train?: string } = {},
+  extra: { mask?: string; train?: string; loop?: string; rewardModule?: string } = {},
 ): Promise<{ dir: string; config: string }> {
   const dir = await Deno.makeTempDir({ prefix });
   const config = join(dir, "config.yaml");
@@ -91,7 +91,7 @@ rollout:
   generation: { max_new_tokens: 8, max_total_tokens: 512, enable_thinking: false }
 score:
   rewards: { format: 0.0 }
-  modules: [${join(ROOT, "tests/fixtures/ascii_reward.ts")}]
+  modules: [${extra.rewardModule ?? join(ROOT, "tests/fixtures/ascii_reward.ts")}]
   module_weights: [1.0]
 ${extra.mask ? `mask:\n${extra.mask}` : ""}train:
   lora: { r: 4, alpha: 8 }
@@ -100,7 +100,7 @@ ${extra.train ?? ""}loop:
   steps: 3
   eval_every: 0
   save_every: 1
-eval:
+${extra.loop ?? ""}eval:
   num_tasks: 4
 `,
   );

@@ -1,8 +1,11 @@
 /** Schema of the `loop`, `eval` and `bench` sections (see schema.ts). */
-import { choice, float, int, listOf, str } from "../fields.ts";
+import { bool, choice, float, int, listOf, str } from "../fields.ts";
 import { COMPUTE_DTYPES } from "../../model/graph/forms.ts";
 /** Qwen3's context window: no token budget may exceed it. */
 export const MAX_CONTEXT = 131072;
+
+/** The scored columns `loop.filter_groups.metric` may name. */
+export const FILTER_METRICS = ["reward", "correct"] as const;
 
 export const loop = {
   steps: int({ default: 20, min: 1, doc: "rollout -> score -> mask -> train steps to run" }),
@@ -12,6 +15,26 @@ export const loop = {
   }),
   save_every: int({ default: 10, min: 0, doc: "save the adapter every N steps; 0 = only at the end" }),
   eval_every: int({ default: 10, min: 0, doc: "evaluate every N steps; 0 = never" }),
+  /** DAPO's dynamic sampling, named after verl's `algorithm.filter_groups` (docs/algorithms.md). */
+  filter_groups: {
+    enable: bool({
+      default: false,
+      doc: "drop groups whose episodes all have the same metric and sample more tasks until the step " +
+        "has rollout.tasks_per_step groups or max_num_gen_batches is reached (DAPO's dynamic sampling)",
+    }),
+    metric: choice({
+      choices: FILTER_METRICS,
+      default: "reward",
+      doc: "the scored column whose spread within a group keeps it: reward (verl's score) | correct (acc)",
+    }),
+    max_num_gen_batches: int({
+      default: 10,
+      min: 1,
+      max: 1000,
+      doc: "batches of rollout.tasks_per_step tasks a step may sample at most; reaching it trains on the " +
+        "groups kept so far and logs it",
+    }),
+  },
 };
 
 export const evaluation = {
