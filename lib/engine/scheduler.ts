@@ -221,25 +221,35 @@ export class TurnScheduler {
   #kick(): void {
     if (this.#running) return;
     this.#running = true;
-    this.#loop().finally(() => (this.#running = false));
+    void this.#loop();
   }
 
+  /**
+   * Runs while turns are pending. `#running` is cleared in the same synchronous stretch as the decision to
+   * stop (the `finally` runs at the `return`): cleared any later, say in a `.finally` on the loop's
+   * promise, a turn asked for in between finds the loop still marked running, is not started, and waits
+   * forever (issue 29: a one-token turn asked for right after the previous one resolved).
+   */
   async #loop(): Promise<void> {
-    // One event-loop turn first, so that requests made together are admitted (and prefilled) together.
-    await yieldToEventLoop();
-    for (;;) {
-      this.#dropCancelled();
-      const group = this.#nextGroup();
-      if (group.length === 0) return;
-      try {
-        await this.#admit(group.filter((i) => !this.#slots[i]!.admitted));
-        this.#dropCancelled(); // cancelled while its prompt was being cached
-        const live = group.filter((i) => this.#slots[i]?.turn);
-        if (live.length > 0) await this.#decodeStep(live);
-      } catch (error) {
-        for (const i of group) this.#finish(i, error);
-      }
+    try {
+      // One event-loop turn first, so that requests made together are admitted (and prefilled) together.
       await yieldToEventLoop();
+      for (;;) {
+        this.#dropCancelled();
+        const group = this.#nextGroup();
+        if (group.length === 0) return;
+        try {
+          await this.#admit(group.filter((i) => !this.#slots[i]!.admitted));
+          this.#dropCancelled(); // cancelled while its prompt was being cached
+          const live = group.filter((i) => this.#slots[i]?.turn);
+          if (live.length > 0) await this.#decodeStep(live);
+        } catch (error) {
+          for (const i of group) this.#finish(i, error);
+        }
+        await yieldToEventLoop();
+      }
+    } finally {
+      this.#running = false;
     }
   }
 

@@ -6,6 +6,14 @@
  * 8 µs). The channel is opened on first use and closed when no yield is pending, so that it never keeps
  * a finished process alive.
  *
+ * Nor do channel yields let the network in promptly: a loopback `fetch` needed 86 of them to complete
+ * (measured under Deno 2.9; one with `setTimeout(0)` yields). A loop on the HTTP thread therefore admits a
+ * request still being read mostly once its batch drains; `deno task serve` runs the engine in a Worker
+ * (docs/serving.md, "Where the engine runs"). And a channel yield does not wait for every microtask
+ * queued before it is delivered (observed under Deno 2.9: a caller's `await` of a settled promise, queued
+ * while the loop's yield was pending, resumed after the loop's next iteration), so scheduler.ts `#loop` must
+ * not rely on a request made "at once" reaching it before that iteration.
+ *
  * But inside a Worker whose loop alternates blocking onnxruntime calls with channel yields, messages from
  * the parent thread are not delivered (measured under Deno 2.9: a loop of 2 ms blocking steps and channel
  * yields received 1 of 20 parent messages in 200 ms; with `setTimeout(0)` yields, all 20). So a Worker

@@ -46,6 +46,18 @@ export function initOptimizerState(name: "adamw" | "sgd", params: Tensors): Opti
 /** The update rule's own settings (the learning rate comes per step, from the schedule). */
 export type UpdateRule = Pick<OptimizerConfig, "name" | "betas" | "eps" | "weight_decay">;
 
+/** How many optimizer steps have updated each parameter map in place, for caches of values derived from it. */
+const revisions = new WeakMap<Tensors, number>();
+
+/**
+ * The number of `optimizerStep`s applied to `params` so far (0 for a map no step has touched): a value
+ * derived from `params` at one revision holds until the next. The optimizer is the one code that writes into
+ * parameters in place; a new adapter is a new map.
+ */
+export function paramsRevision(params: Tensors): number {
+  return revisions.get(params) ?? 0;
+}
+
 /** Applies one step in place to `params` with learning rate `lr`; advances `state.step`. */
 export function optimizerStep(
   params: Tensors,
@@ -55,6 +67,7 @@ export function optimizerStep(
   lr: number,
 ): void {
   state.step += 1;
+  revisions.set(params, paramsRevision(params) + 1);
   for (const [name, p] of params) {
     const g = grads.get(name);
     if (!g) throw new Error(`optimizer: no gradient for ${name}`);

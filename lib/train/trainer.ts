@@ -27,7 +27,7 @@ import { buildTrainModel, TRAIN_IO, type TrainGraphSpec } from "./train_graph.ts
 import { ungroupGradients } from "./lora_groups.ts";
 import { policyLossOf, tokenInputsOf, valueLossOf } from "./algorithm.ts";
 import type { TokenInput } from "../losses/objective.ts";
-import type { Tensors } from "./optimizer.ts";
+import { paramsRevision, type Tensors } from "./optimizer.ts";
 import { sizeOf, VALUE_IO, valueHeadSpecs } from "./value_head.ts";
 
 /**
@@ -76,6 +76,13 @@ export class Trainer {
   /** The graph's per-token inputs, as the algorithm declares them (algorithm.ts). */
   readonly tokenInputs: readonly TokenInput[];
   readonly #session: EngineSession;
+  /**
+   * The group tensors fed last, per LoRA scale (the reference pass runs at 0): every micro-batch of an
+   * optimizer step reads the same parameters, so they are rebuilt only when the parameter map or its
+   * revision (`paramsRevision`, advanced by each optimizer step) changes.
+   */
+  readonly #grouped = new Map<number, GroupFeeds>();
+  #groupBuilds = 0;
 
   private constructor(
     model: ModelDir,
@@ -103,6 +110,11 @@ export class Trainer {
     const session = await openEngineSession(built.bytes, built.externalFolder, sessionOptions, built.shared);
     Trainer.created++;
     return new Trainer(model, spec, session);
+  }
+
+  /** Group layouts of the parameters built so far: one per optimizer step and LoRA scale (tests count). */
+  get groupBuilds(): number {
+    return this.#groupBuilds;
   }
 
   /** Whether the session runs through FFI (outputs written in place) or the Node binding. */
@@ -137,7 +149,7 @@ export class Trainer {
     const cfg = this.model.config;
     const keys = loraTensorSpecs(cfg, this.spec.lora);
     const groups = loraGroupSpecs(cfg, this.spec.lora).flatMap((spec) => [spec.a, spec.b]);
-    const grouped = groupedLora(cfg, this.spec.lora, params, scale);
+    const grouped = this.#groupFeeds(params, scale);
     // The group tensors and their gradients are in the compute dtype (train_graph.ts).
     const half = this.spec.compute === "float16";
     const tensor = (data: Float32Array | Float16Array, dims: number[]): HostTensor =>
@@ -146,10 +158,7 @@ export class Trainer {
       const size = t.dims[0] * t.dims[1];
       return [t.name, half ? new Float16Array(size) : new Float32Array(size)];
     }));
-    for (const t of groups) {
-      const data = grouped.get(t.name)!;
-      inputs[t.name] = tensor(half ? Float16Array.from(data) : data, t.dims);
-    }
+    for (const t of groups) inputs[t.name] = tensor(grouped.get(t.name)!, t.dims);
 
     // Every output is allocated here and written in place by the run.
     const rows = () => new Float32Array(mb.headRows.length);
@@ -178,6 +187,21 @@ export class Trainer {
     result.loss = loss[0];
     if (value) result.value = { values: value.values, loss: value.loss[0], grads: value.grads };
     return result;
+  }
+
+  /** `params` in the groups layout at `scale`, in the compute dtype: cached until the parameters change. */
+  #groupFeeds(params: LoraWeights, scale: number): Map<string, Float32Array | Float16Array> {
+    const revision = paramsRevision(params);
+    const cached = this.#grouped.get(scale);
+    if (cached && cached.params === params && cached.revision === revision) return cached.tensors;
+    const half = this.spec.compute === "float16";
+    const grouped = groupedLora(this.model.config, this.spec.lora, params, scale);
+    const tensors = new Map(
+      [...grouped].map(([name, data]) => [name, half ? Float16Array.from(data) : data]),
+    );
+    this.#grouped.set(scale, { params, revision, tensors });
+    this.#groupBuilds += 1;
+    return tensors;
   }
 
   /** The value head's inputs (its tensors, vf_coef, value_clip) and its outputs, allocated here. */
@@ -219,6 +243,13 @@ export class Trainer {
   async close(): Promise<void> {
     await this.#session.close();
   }
+}
+
+/** The group tensors built from one parameter map at one of its revisions. */
+interface GroupFeeds {
+  params: LoraWeights;
+  revision: number;
+  tensors: Map<string, Float32Array | Float16Array>;
 }
 
 /** The clip family's scalars by key, from their own fields of `LossScalars`. */

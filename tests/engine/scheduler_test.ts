@@ -167,3 +167,27 @@ Deno.test("openSequence in a Worker: an aborted wait for a slot and an aborted t
     await policy.close();
   }
 });
+
+Deno.test("a turn asked for just after the last one ended still runs (the scheduler's loop restarts)", async () => {
+  // The loop decides to stop when no turn is pending; a turn asked for in the microtasks between that
+  // decision and the loop's end once found it still marked running and was never decoded: its promise
+  // stayed pending (issue 29's engine bench, a one-token turn after an append). The test runner fails a
+  // test whose promise is pending when the event loop runs dry.
+  const policy = await LocalPolicy.load(await makeTinyModel());
+  try {
+    const batch = await policy.startBatch([PROMPTS[0]], { seeds: [1], capacity: 64 });
+    for (let turn = 0; turn < 3; turn++) {
+      assert.equal((await batch.generate({ maxNewTokens: 1 }))[0].tokens.length, 1, `batch turn ${turn}`);
+      await batch.append(0, APPENDED);
+    }
+    await batch.close();
+    const seq = await policy.openSequence(PROMPTS[1], { seed: 2, capacity: 64 });
+    for (let turn = 0; turn < 3; turn++) {
+      assert.equal((await seq.generate({ maxNewTokens: 1 })).tokens.length, 1, `sequence turn ${turn}`);
+      await seq.append(APPENDED);
+    }
+    await seq.close();
+  } finally {
+    await policy.close();
+  }
+});

@@ -1,7 +1,8 @@
 /**
  * `deno task serve` over loopback HTTP with the tiny model: `ServerPolicy` against it reproduces
  * `LocalPolicy` (tokens, log-probs within 1e-5, with and without a hot-loaded adapter), bad requests
- * get 4xx with a message and the server stays up, and 64 concurrent clients share the engine.
+ * get 4xx with a message and the server stays up, 64 concurrent clients all get answers, and requests that
+ * reach the engine together share its decode steps.
  */
 import nodeAssert from "node:assert/strict";
 import { join } from "node:path";
@@ -248,7 +249,9 @@ Deno.test("chat completions render the template and return Hermes tool calls as 
   });
 });
 
-Deno.test("64 concurrent clients for 3 s share the engine with no errors", async () => {
+Deno.test("64 concurrent clients for 3 s all get answers, with no errors", async () => {
+  // Not that they share decode steps: on the HTTP thread they mostly do not (docs/serving.md, "Where the
+  // engine runs"); the next test shows the sharing of requests that reach the engine together.
   await withServer(async (server) => {
     const until = Date.now() + 3000;
     let done = 0;
@@ -267,6 +270,78 @@ Deno.test("64 concurrent clients for 3 s share the engine with no errors", async
     await Promise.all(Array.from({ length: 64 }, (_, c) => client(c)));
     assert(done >= 64, `${done} requests`);
   });
+});
+
+/**
+ * `policy`, whose `openSequence` holds every caller until `n` have called (or `release` is called): the
+ * requests then reach the engine together, however the HTTP stack interleaved them before.
+ */
+function openingTogether(policy: Policy, n: number): { policy: Policy; release: () => void } {
+  let arrived = 0;
+  let release = () => {};
+  const together = new Promise<void>((resolve) => (release = resolve));
+  const held = new Proxy(policy, {
+    get(target, key) {
+      if (key === "openSequence") {
+        return async (...args: Parameters<Policy["openSequence"]>) => {
+          if (++arrived === n) release();
+          await together;
+          return await target.openSequence(...args);
+        };
+      }
+      const value = Reflect.get(target, key);
+      return typeof value === "function" ? value.bind(target) : value;
+    },
+  });
+  return { policy: held, release };
+}
+
+Deno.test("concurrent requests that reach the engine together share its decode steps", async () => {
+  // Each request is a sequence of the policy's one scheduler, not a batch of its own: 16 requests of 4
+  // tokens asked for before the engine's first step take 4 decode steps, not 64. A server that served each
+  // request apart (its own batch, or one request at a time) fails here, or never lets the 16 through.
+  const modelDir = await makeTinyModel();
+  const root = await Deno.makeTempDir({ prefix: "serve-root-" });
+  const local = await LocalPolicy.load(modelDir, { maxSequences: 16 });
+  const held = openingTogether(local, 16);
+  const server = await startServer(held.policy, {
+    modelDir,
+    port: 0,
+    adapterRoot: root,
+    maxModelLen: 256,
+  });
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  try {
+    const before = await local.sequenceStats();
+    const answers = Promise.all(
+      Array.from(
+        { length: 16 },
+        (_, c) =>
+          post(server, "/v1/completions", {
+            prompt: [1 + c, 2, 3],
+            max_tokens: 4,
+            ignore_eos: true,
+            seed: c,
+          }),
+      ),
+    );
+    const hung = new Promise<never>((_, reject) => {
+      timer = setTimeout(
+        () => reject(new Error("16 concurrent requests did not all reach the engine")),
+        60_000,
+      );
+    });
+    for (const answer of await Promise.race([answers, hung])) assertEquals(answer.status, 200);
+    const after = await local.sequenceStats();
+    assertEquals(after.decodeTokens - before.decodeTokens, 16 * 4);
+    assertEquals(after.decodeSteps - before.decodeSteps, 4, "16 requests of 4 tokens decoded together");
+  } finally {
+    clearTimeout(timer);
+    held.release(); // after a failure: the requests held finish, so that the server can shut down
+    await server.close();
+    await local.close();
+    await Deno.remove(root, { recursive: true });
+  }
 });
 
 Deno.test("requests whose clients hung up stop decoding and free their slots for the next request", async () => {

@@ -24,7 +24,7 @@ import {
   type TrainEpisode,
   unshift,
 } from "../../lib/train/batch.ts";
-import { initOptimizerState } from "../../lib/train/optimizer.ts";
+import { initOptimizerState, optimizerStep } from "../../lib/train/optimizer.ts";
 import { accumulate, type StepSettings, trainOnBatch } from "../../lib/train/step.ts";
 import { type LossScalars, Trainer } from "../../lib/train/trainer.ts";
 import { makeTinyModel } from "../helpers/tiny_model.ts";
@@ -241,6 +241,38 @@ Deno.test("one SGD step (lr 1) moves the adapter by minus the gradient; the loss
       });
     }
     assert.ok(Math.sqrt(num / den) <= 1e-4, `relative error of the update ${Math.sqrt(num / den)}`);
+  } finally {
+    await trainer.close();
+  }
+});
+
+Deno.test("the trainer reuses the grouped adapter within an optimizer step and rebuilds it after one", async () => {
+  const { model, ref: base } = await smallModel();
+  const adapter = randomAdapter(model.config, SPEC, 23, 0.2);
+  const trainer = await Trainer.create(model, { lora: SPEC, objective: "clipped", withReference: false });
+  try {
+    const s = settings("token_mean", 0);
+    const eps = episodes(new Qwen3Reference(base.config, base.weights), [12, 7], 5, s.scalars.temperature);
+    const [mb] = planMicroBatches(
+      eps,
+      aggregationWeights(eps, "token_mean", MAX_RESPONSE),
+      64,
+      trainer.maxChunk,
+    );
+    const first = await trainer.run(mb, adapter.weights, s.scalars);
+    assert.deepEqual((await trainer.run(mb, adapter.weights, s.scalars)).logprobs, first.logprobs);
+    assert.equal(trainer.groupBuilds, 1, "two micro-batch runs of one step build the groups once");
+    const rule = { name: "sgd", betas: [0.9, 0.999], eps: 1e-8, weight_decay: 0 } as const;
+    optimizerStep(adapter.weights, first.grads, initOptimizerState("sgd", adapter.weights), rule, 1);
+    const after = await trainer.run(mb, adapter.weights, s.scalars); // the same map, updated in place
+    const copy = new Map([...adapter.weights].map(([k, v]) => [k, v.slice()]));
+    assert.deepEqual(
+      after.logprobs,
+      (await trainer.run(mb, copy, s.scalars)).logprobs,
+      "the updated adapter",
+    );
+    assert.notDeepEqual(after.logprobs, first.logprobs, "the step moved the log-probs");
+    assert.equal(trainer.groupBuilds, 3, "rebuilt after the step, and for the copy");
   } finally {
     await trainer.close();
   }
