@@ -11,7 +11,7 @@
 
 import { assistantMessage } from "./chat_reply.ts";
 import { type ChatSetup, messagesOf, renderChat } from "./chat_render.ts";
-import { checkRecordable, episodeKeyOf } from "./gateway/routes.ts";
+import { checkRecordable, episodeKeyOf, withSampling } from "./gateway/routes.ts";
 import type { EpisodeKey } from "./gateway/recorder.ts";
 import { ChatDeltas } from "./chat_stream.ts";
 import { HttpError } from "./limits.ts";
@@ -42,7 +42,10 @@ export async function chatCompletions(
 ): Promise<Response> {
   checkParameters(body, "chat");
   const key = ctx.recorder ? episodeKeyOf(headers, body) : null;
-  if (key) checkRecordable(body);
+  if (key) {
+    checkRecordable(body);
+    body = withSampling(body, ctx.recorder!.sampling);
+  }
   const req = parseRequest(ctx, body);
   const head = {
     id: `chatcmpl-${crypto.randomUUID()}`,
