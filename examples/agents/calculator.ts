@@ -5,18 +5,20 @@
  * @module
  */
 
-import { CalculatorError, evaluate, formatNumber } from "../../lib/tools/calculator.ts";
+import { CalculatorError, calculatorTool, evaluate, formatNumber } from "../../lib/tools/calculator.ts";
+
+/**
+ * The demo's system prompt (configs/demo.yaml `data.system_prompt`) and the rollout's calculator spec:
+ * with them the agent's first prompt renders as the rollout stage's own for the same task, so a warm
+ * start trained on the rollout's prompts carries over to the agent.
+ */
+export const SYSTEM_PROMPT = "Use the calculator. End with: Final answer: <answer>";
 
 export const CALCULATOR = {
-  name: "calculator",
-  description: "Evaluates an arithmetic expression (+, -, *, /, ^, parentheses) and returns its value.",
-  parameters: {
-    type: "object",
-    properties: { expression: { type: "string", description: "the expression, e.g. 4821 * 37" } },
-    required: ["expression"],
-    additionalProperties: false,
-  },
-} as const;
+  name: calculatorTool.name,
+  description: calculatorTool.description,
+  parameters: calculatorTool.parameters,
+};
 
 /** The calculator's answer, or the error the model reads. */
 export function calculate(expression: string): string {

@@ -11,7 +11,7 @@ import OpenAI from "openai";
 import type { ChatCompletionMessageParam, ChatCompletionTool } from "openai/resources/chat/completions";
 import type { Task } from "../../lib/data/task.ts";
 import type { AgentClient, AgentResult } from "../../lib/serve/gateway/agent.ts";
-import { calculate, CALCULATOR, MAX_STEPS, rewardOf } from "./calculator.ts";
+import { calculate, CALCULATOR, MAX_STEPS, rewardOf, SYSTEM_PROMPT } from "./calculator.ts";
 
 /** One request of the loop: what every call sends besides the growing conversation. */
 export interface LoopRequest {
@@ -55,7 +55,7 @@ export async function run(task: Task, client: AgentClient): Promise<AgentResult>
   const reply = await toolLoop(
     openai,
     { model: client.model, tools, seed: client.seed },
-    [{ role: "user", content: task.prompt }],
+    [{ role: "system", content: SYSTEM_PROMPT }, { role: "user", content: task.prompt }],
     (name, args) =>
       Promise.resolve(name === CALCULATOR.name ? calculatorCall(args) : `Error: no tool ${name}`),
     client.headers,

@@ -10,7 +10,7 @@ import { createOpenAICompatible } from "@ai-sdk/openai-compatible";
 import { generateText, jsonSchema, stepCountIs, tool } from "ai";
 import type { Task } from "../../lib/data/task.ts";
 import type { AgentClient, AgentResult } from "../../lib/serve/gateway/agent.ts";
-import { calculate, CALCULATOR, MAX_STEPS, rewardOf } from "./calculator.ts";
+import { calculate, CALCULATOR, MAX_STEPS, rewardOf, SYSTEM_PROMPT } from "./calculator.ts";
 
 export async function run(task: Task, client: AgentClient): Promise<AgentResult> {
   const provider = createOpenAICompatible({
@@ -26,6 +26,7 @@ export async function run(task: Task, client: AgentClient): Promise<AgentResult>
   });
   const result = await generateText({
     model: provider.chatModel(client.model),
+    system: SYSTEM_PROMPT,
     messages: [{ role: "user", content: task.prompt }],
     tools: { calculator },
     stopWhen: stepCountIs(MAX_STEPS),

@@ -9,6 +9,7 @@
 
 import assert from "node:assert/strict";
 import { join } from "node:path";
+import { SYSTEM_PROMPT } from "../../examples/agents/calculator.ts";
 import { readStageFile } from "../../lib/arrow/read.ts";
 import { loadConfig } from "../../lib/config/mod.ts";
 import type { Task } from "../../lib/data/task.ts";
@@ -60,6 +61,28 @@ Deno.test("rollout.environment agent: the agent module's episodes, with the roll
   assert.deepEqual(Array.from(scored.table.getChild("reward_exact_match")!.toArray()), [1, 1]);
   const masked = await mask(session, scored.table, { step: 3 });
   assert.equal(masked.table.numRows, 2);
+});
+
+Deno.test("the openai example agent records the tools environment's tokens for the demo's system prompt and calculator", async () => {
+  const demo: Array<[string, string]> = [
+    ["data.system_prompt", JSON.stringify(SYSTEM_PROMPT)],
+    ["rollout.tools.enabled", "[calculator]"],
+  ];
+  const agent = await agentSession("examples/agents/openai_agent.ts", demo);
+  const tools = await agentSession("examples/agents/openai_agent.ts", [
+    ...demo,
+    ["rollout.environment.kind", "tools"],
+  ]);
+  const [played, sampled] = [
+    (await rollout(agent, [TASK], { step: 1 })).episodes,
+    (await rollout(tools, [TASK], { step: 1 })).episodes,
+  ];
+  assert.equal(played.length, 2);
+  played.forEach((e, i) => {
+    assert.equal(e.numTurns, 3);
+    assert.deepEqual(e.tokens, sampled[i].tokens, `${e.episodeId}: the rollout stage's tokens`);
+    assert.deepEqual(e.sampled, sampled[i].sampled);
+  });
 });
 
 Deno.test("rollout.environment agent: an agent asking another temperature stops the rollout naming it and the episode", async () => {
