@@ -142,6 +142,15 @@ eval:
     const ids = Array.from({ length: 8 }, (_, r) => String(file.column("episode_id")[r]));
     assert.ok(ids.every((id) => id.startsWith(`s${n}/`)), ids.join(" "));
     assert.ok(Array.from(file.column("reward_agent")).every((r) => r === 0 || r === 1), "the agent's reward");
+    for (let row = 0; row < 8; row++) {
+      // The agent sends no max_tokens: each turn is cut at rollout.generation.max_new_tokens (8).
+      const turns = file.listAt<Int16Array>("turn_idx", row);
+      const perTurn = new Map<number, number>();
+      file.listAt<Uint8Array>("sampled", row).forEach((s, t) => {
+        if (s) perTurn.set(turns[t], (perTurn.get(turns[t]) ?? 0) + 1);
+      });
+      assert.ok([...perTurn.values()].every((n) => n <= 8), `row ${row}: ${[...perTurn.values()]}`);
+    }
     versions.push(new Set(file.column("policy_version")));
   }
   // Step 2's agent was served step 1's adapter, named as the trainer names it ...

@@ -69,7 +69,8 @@ export interface RecorderOptions {
 /**
  * Sampling a recorded turn must use, in request parameters: `temperature`, `top_p` and `top_k` fill a
  * request that leaves them out and refuse one that sets another value (the trainer scores the tokens at the
- * rollout's temperature); `max_tokens` and `chat_template_kwargs.enable_thinking` only fill.
+ * rollout's temperature); `max_tokens` caps a turn whose request names no limit, and
+ * `chat_template_kwargs.enable_thinking` fills one that leaves it out.
  */
 export interface RecordedSampling {
   temperature: number;

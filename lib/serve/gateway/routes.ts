@@ -47,7 +47,6 @@ export function checkRecordable(body: Json): void {
 export function withSampling(body: Json, sampling: RecordedSampling | undefined): Json {
   if (!sampling) return body;
   const out = { ...body };
-  if (out.max_tokens == null && out.max_completion_tokens == null) out.max_tokens = sampling.max_tokens;
   const kwargs = (out.chat_template_kwargs ?? {}) as Json;
   if (typeof kwargs === "object" && kwargs.enable_thinking == null) {
     out.chat_template_kwargs = { ...kwargs, enable_thinking: sampling.enable_thinking };
@@ -65,6 +64,15 @@ export function withSampling(body: Json, sampling: RecordedSampling | undefined)
     }
   }
   return out;
+}
+
+/**
+ * The most tokens a recorded turn may sample beyond the room left: the recorder's `max_tokens` where the
+ * request names none (a turn near the end of the context is cut there, as the rollout stage cuts it).
+ */
+export function turnCap(body: Json, sampling: RecordedSampling | undefined): number {
+  const asked = body.max_tokens != null || body.max_completion_tokens != null;
+  return sampling && !asked ? sampling.max_tokens : Infinity;
 }
 
 /** Whether a request's value is the recorder's (top_k: -1, vLLM's "off", is 0, ours). */
