@@ -48,7 +48,8 @@ export interface EndAnswer {
   status: string;
   reason: string | null;
   turns: number;
-  path: string;
+  /** The rollouts file (null: the rollout stage's own gateway, which writes none). */
+  path: string | null;
 }
 
 /** `POST /v1/episodes/{id}/end` with the reward, if any; a refusal throws its message. */
