@@ -15,6 +15,9 @@ import type { Task } from "../data/task.ts";
 import type { Policy } from "../engine/policy.ts";
 import { rolloutColumns } from "../rollout/columns.ts";
 import { environmentFactory } from "../rollout/environments.ts";
+import type { ChatTokenizer } from "../model/chat.ts";
+import type { Tool } from "../tools/types.ts";
+import { agentRollout } from "./agent_rollout.ts";
 import { Limiter } from "../rollout/limiter.ts";
 import { RolloutProgress } from "../rollout/progress.ts";
 import { type Episode, runRollout } from "../rollout/rollout.ts";
@@ -69,32 +72,27 @@ export async function rollout(
     session.tokenizer(),
     session.tools(),
   ]);
-  const makeEnv = await environmentFactory(
-    { rollout: settings, data: { system_prompt: config.data.system_prompt } },
-    tools,
-    new Limiter(settings.tools.max_concurrency),
-  );
-  const specs = toolSpecs([...tools.values()]);
   const bar = new RolloutProgress(tasks.length * settings.group_size, session.showProgress);
   const started = performance.now();
-  const episodes = await runRollout(policy, tokenizer, tasks, makeEnv, {
-    groupSize: settings.group_size,
-    seed: g.seed,
-    step: request.step,
-    maxNewTokens: g.max_new_tokens,
-    maxTotalTokens: g.max_total_tokens,
-    maxTurns: e.max_turns,
-    temperature: g.temperature,
-    topK: g.top_k,
-    topP: g.top_p,
-    enableThinking: g.enable_thinking,
-    toolSpecs: specs,
-    toolCallGuide: g.guided_tool_calls
-      ? toolCallGuide(tokenizer, specs, policy.config.vocab_size)
-      : undefined,
-    groupIds: request.groupIds,
-    onEpisode: (episode) => bar.add(episode),
-  });
+  const episodes = e.kind === "agent"
+    ? await agentRollout(policy, tasks, {
+      modelDir: config.model.path,
+      settings,
+      step: request.step,
+      groupIds: request.groupIds,
+      configHash: session.configHash,
+      onEpisode: (episode) => bar.add(episode),
+    })
+    : await sampleEpisodes(
+      policy,
+      tokenizer,
+      tools,
+      tasks,
+      settings,
+      config.data.system_prompt,
+      request,
+      bar,
+    );
   const seconds = (performance.now() - started) / 1000;
   bar.done(seconds);
   const sampling = { ...g, max_turns: e.max_turns, environment: e.kind, tools: [...tools.keys()] };
@@ -118,6 +116,44 @@ export async function rollout(
     summary: { episodes: episodes.length, tokensPerSecond: generated / Math.max(seconds, 1e-9), seconds },
     episodes,
   };
+}
+
+/** The episodes of `tasks` sampled by the rollout stage itself, its environment answering each turn. */
+async function sampleEpisodes(
+  policy: Policy,
+  tokenizer: ChatTokenizer,
+  tools: ReadonlyMap<string, Tool>,
+  tasks: readonly Task[],
+  settings: RolloutConfig,
+  systemPrompt: string | null,
+  request: RolloutRequest,
+  bar: RolloutProgress,
+): Promise<Episode[]> {
+  const { generation: g, environment: e } = settings;
+  const makeEnv = await environmentFactory(
+    { rollout: settings, data: { system_prompt: systemPrompt } },
+    tools,
+    new Limiter(settings.tools.max_concurrency),
+  );
+  const specs = toolSpecs([...tools.values()]);
+  return await runRollout(policy, tokenizer, tasks, makeEnv, {
+    groupSize: settings.group_size,
+    seed: g.seed,
+    step: request.step,
+    maxNewTokens: g.max_new_tokens,
+    maxTotalTokens: g.max_total_tokens,
+    maxTurns: e.max_turns,
+    temperature: g.temperature,
+    topK: g.top_k,
+    topP: g.top_p,
+    enableThinking: g.enable_thinking,
+    toolSpecs: specs,
+    toolCallGuide: g.guided_tool_calls
+      ? toolCallGuide(tokenizer, specs, policy.config.vocab_size)
+      : undefined,
+    groupIds: request.groupIds,
+    onEpisode: (episode) => bar.add(episode),
+  });
 }
 
 /** The values pass over `episodes` with the session's trainer (its adapter and value head). */

@@ -51,6 +51,9 @@ export async function environmentFactory(
         return closingToo(env, tools);
       };
     }
+    case "agent":
+      // The agent drives its episodes (lib/pipeline/agent_rollout.ts); no environment answers its turns.
+      throw new Error("rollout: environment kind agent has no per-turn environment (agentRollout runs it)");
   }
 }
 
@@ -74,22 +77,7 @@ function closingToo(env: Environment, tools: ToolEnvironment): Environment {
 
 /** Imports a custom environment module and returns its factory. */
 async function loadEnvironmentModule(path: string | null): Promise<CustomEnvironmentFactory> {
-  if (!path) {
-    throw new UserError("rollout.environment.module", {
-      value: path,
-      why: "rollout.environment.kind is module, which needs the module to load",
-      fix: "set rollout.environment.module to a .ts file (see examples/custom_environment.ts)",
-    });
-  }
-  let mod: Record<string, unknown>;
-  try {
-    mod = await import(pathToFileURL(resolve(path)).href);
-  } catch (error) {
-    throw new UserError(`rollout.environment.module ${path}`, {
-      why: `it could not be imported: ${(error as Error).message.split("\n")[0]}`,
-      fix: "check the path and that the module type-checks (deno check FILE)",
-    });
-  }
+  const mod = await importEnvironmentModule(path, "module", "examples/custom_environment.ts");
   const create = mod.createEnvironment ?? mod.default;
   if (typeof create !== "function") {
     throw new UserError(`rollout.environment.module ${path}`, {
@@ -98,4 +86,27 @@ async function loadEnvironmentModule(path: string | null): Promise<CustomEnviron
     });
   }
   return create as CustomEnvironmentFactory;
+}
+
+/** Imports `rollout.environment.module` for `kind` (module, agent); refuses a missing or broken one. */
+export async function importEnvironmentModule(
+  path: string | null,
+  kind: string,
+  example: string,
+): Promise<Record<string, unknown>> {
+  if (!path) {
+    throw new UserError("rollout.environment.module", {
+      value: path,
+      why: `rollout.environment.kind is ${kind}, which needs the module to load`,
+      fix: `set rollout.environment.module to a .ts file (see ${example})`,
+    });
+  }
+  try {
+    return await import(pathToFileURL(resolve(path)).href);
+  } catch (error) {
+    throw new UserError(`rollout.environment.module ${path}`, {
+      why: `it could not be imported: ${(error as Error).message.split("\n")[0]}`,
+      fix: "check the path and that the module type-checks (deno check FILE)",
+    });
+  }
 }

@@ -11,7 +11,7 @@
 
 import { assistantMessage } from "./chat_reply.ts";
 import { type ChatSetup, messagesOf, renderChat } from "./chat_render.ts";
-import { checkRecordable, episodeKeyOf } from "./gateway/routes.ts";
+import { checkRecordable, episodeKeyOf, turnCap, withSampling } from "./gateway/routes.ts";
 import type { EpisodeKey } from "./gateway/recorder.ts";
 import { ChatDeltas } from "./chat_stream.ts";
 import { HttpError } from "./limits.ts";
@@ -42,7 +42,10 @@ export async function chatCompletions(
 ): Promise<Response> {
   checkParameters(body, "chat");
   const key = ctx.recorder ? episodeKeyOf(headers, body) : null;
-  if (key) checkRecordable(body);
+  if (key) {
+    checkRecordable(body);
+    body = withSampling(body, ctx.recorder!.sampling);
+  }
   const req = parseRequest(ctx, body);
   const head = {
     id: `chatcmpl-${crypto.randomUUID()}`,
@@ -124,7 +127,7 @@ async function recordedChat(
     if (room < 1) throw new HttpError(400, `episode ${key.episodeId} fills max_model_len ${ctx.maxModelLen}`);
     const spec = choiceSpec(req.plan, 0, {
       prompt: turn.prompt,
-      maxTokens: Math.min(req.maxTokens, room),
+      maxTokens: Math.min(req.maxTokens, room, turnCap(body, recorder.sampling)),
       ends: [tokenizer.eosTokenId],
       topLogprobs: req.topLogprobs ?? 0,
       decode: (t) => tokenizer.decode(t, { skipSpecialTokens: req.plan.skipSpecial }),

@@ -5,73 +5,21 @@
  */
 
 import assert from "node:assert/strict";
-import OpenAI from "openai";
 import { join } from "node:path";
+import { toolLoop } from "../../examples/agents/openai_agent.ts";
 import { readStageFile } from "../../lib/arrow/read.ts";
-import { loadConfig } from "../../lib/config/mod.ts";
 import type { Task } from "../../lib/data/task.ts";
-import { LocalPolicy } from "../../lib/engine/local_policy.ts";
-import type { ChatMessage, ChatTokenizer } from "../../lib/model/chat.ts";
-import type { Policy } from "../../lib/engine/policy.ts";
+import type { ChatMessage } from "../../lib/model/chat.ts";
 import { loadTools, toolSpecs } from "../../lib/tools/registry.ts";
-import { loadTokenizer } from "../../lib/model/tokenizer.ts";
 import { openSession, rollout, score } from "../../lib/pipeline/mod.ts";
-import { Recorder } from "../../lib/serve/gateway/recorder.ts";
-import { startServer } from "../../lib/serve/serve.ts";
+import { calculatorAgent, type GatewayServer, gatewayServer } from "../helpers/gateway_server.ts";
 import type { Loose } from "../helpers/openai_server.ts";
-import { makeTinyModel } from "../helpers/tiny_model.ts";
-import { ScriptedPolicy } from "../helpers/scripted_policy.ts";
 
 const SCRIPT = ["One.", "Two."];
 const TASK: Task = { id: "count", source: "generic", prompt: "Count with me.", meta: { script: SCRIPT } };
 
-const SCRIPTED_ENV: Array<[string, string]> = [
-  ["rollout.group_size", "2"],
-  ["rollout.environment.kind", "scripted"],
-  ["rollout.environment.max_turns", "3"],
-  ["rollout.generation.max_new_tokens", "6"],
-  ["rollout.generation.max_total_tokens", "512"],
-  ["rollout.generation.enable_thinking", "false"],
-  ["rollout.tools.enabled", "[]"],
-  ["data.system_prompt", "null"],
-];
-
-async function setup(
-  overrides = SCRIPTED_ENV,
-  policyOf: (tokenizer: ChatTokenizer, dir: string) => Promise<Policy> = (_, dir) =>
-    LocalPolicy.load(dir, { maxSequences: 8 }),
-) {
-  const dir = await makeTinyModel();
-  const tokenizer = await loadTokenizer(dir);
-  const policy = await policyOf(tokenizer, dir);
-  const { config, hash } = await loadConfig({ overrides });
-  const record = await Deno.makeTempDir({ prefix: "gateway-" });
-  const server = await startServer(policy, {
-    modelDir: dir,
-    port: 0,
-    adapterRoot: record,
-    maxModelLen: 512,
-    modelName: "tiny",
-    recorder: (tok, maxModelLen) =>
-      new Recorder({ dir: record, tokenizer: tok, model: dir, configHash: hash ?? "test", maxModelLen }),
-  });
-  const client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: "unused", maxRetries: 0 });
-  const end = async (id: string, reward?: number) =>
-    await (await fetch(`${server.url}/v1/episodes/${encodeURIComponent(id)}/end`, {
-      method: "POST",
-      body: JSON.stringify(reward === undefined ? {} : { reward }),
-    })).json();
-  const close = async () => {
-    await server.close();
-    await policy.close();
-  };
-  return { policy, tokenizer, config, client, end, close, record };
-}
-
-type Setup = Awaited<ReturnType<typeof setup>>;
-
 /** One turn through the client, sampled as the rollout samples (temperature, top-k/p, seed). */
-async function turn(s: Setup, id: string, messages: ChatMessage[], seed: number) {
+async function turn(s: GatewayServer, id: string, messages: ChatMessage[], seed: number) {
   const g = s.config.rollout.generation;
   const body: Loose = {
     model: "tiny",
@@ -90,7 +38,7 @@ async function turn(s: Setup, id: string, messages: ChatMessage[], seed: number)
 }
 
 Deno.test("episodes recorded through the gateway have the rollout stage's tokens and log-probs; score reads the file", async () => {
-  const s = await setup();
+  const s = await gatewayServer();
   try {
     const session = openSession(s.config, "test", {
       open: { policy: s.policy, tokenizer: s.tokenizer },
@@ -133,7 +81,7 @@ Deno.test("episodes recorded through the gateway have the rollout stage's tokens
 });
 
 Deno.test("a client that rewrites its history gets history_mismatch and only the turns before the change", async () => {
-  const s = await setup();
+  const s = await gatewayServer();
   try {
     const prompt: ChatMessage[] = [{ role: "user", content: "Count with me." }];
     const cases: Array<[string, (m: ChatMessage[]) => ChatMessage[]]> = [
@@ -182,7 +130,7 @@ Deno.test("a client that rewrites its history gets history_mismatch and only the
 });
 
 Deno.test("an episode named in metadata is recorded; n: 2 in a recorded episode is refused naming n", async () => {
-  const s = await setup();
+  const s = await gatewayServer();
   try {
     const messages: ChatMessage[] = [{ role: "user", content: "Count with me." }];
     const body: Loose = {
@@ -211,28 +159,8 @@ Deno.test("an episode named in metadata is recorded; n: 2 in a recorded episode 
   }
 });
 
-const THINK = "<think>\nI should use the calculator.\n</think>\n\n";
-const CALL = (expr: string) =>
-  `<tool_call>\n{"name": "calculator", "arguments": {"expression": "${expr}"}}\n</tool_call>`;
-
-/**
- * Two calls, then the answer. The turn is read from the context (its `<tool_response>` blocks), since the
- * rollout asks one sequence turn after turn and the gateway opens one per request.
- */
-function calculatorAgent(tokenizer: ChatTokenizer) {
-  const script = [
-    `${THINK}${CALL("1234 * 5678")}`,
-    `${THINK}${CALL("7006652 + 0")}`,
-    `${THINK}Final answer: 7006652`,
-  ];
-  return new ScriptedPolicy(tokenizer, (prompt, turn) => {
-    const answered = prompt.filter((t) => t === tokenizer.special.toolResponse).length;
-    return script[Math.min(script.length - 1, answered + turn - 1)];
-  });
-}
-
 Deno.test("a tool-calling agent through the gateway: the rollout stage's tokens, calls only in tool_calls", async () => {
-  const s = await setup([
+  const s = await gatewayServer([
     ["rollout.group_size", "2"],
     ["rollout.generation.max_new_tokens", "128"],
     ["rollout.generation.max_total_tokens", "1024"],
@@ -248,19 +176,16 @@ Deno.test("a tool-calling agent through the gateway: the rollout stage's tokens,
     const [e] = (await rollout(session, [task], { step: 0 })).episodes;
     assert.equal(e.numTurns, 3);
     const tools = toolSpecs([...(await loadTools(s.config.rollout.tools)).values()]);
-    // The official client's tool loop; the tool's outputs are the ones the rollout's calculator gave.
-    const messages: Loose[] = [...e.promptMessages];
+    // The official client's tool loop (examples/agents/openai_agent.ts); the tool's outputs are the ones the
+    // rollout's calculator gave.
     const outputs = e.toolCalls.map((c) => c.output);
-    for (;;) {
-      const body: Loose = { model: "tiny", messages, tools, max_tokens: 128, seed: e.seed };
-      const r = await s.client.chat.completions.create(body, { headers: { "x-episode-id": e.episodeId } });
-      const message = r.choices[0].message;
-      messages.push(message);
-      if (!message.tool_calls?.length) break;
-      for (const call of message.tool_calls) {
-        messages.push({ role: "tool", tool_call_id: call.id, content: outputs.shift() });
-      }
-    }
+    await toolLoop(
+      s.client,
+      { model: "tiny", tools: tools as Loose, max_tokens: 128, seed: e.seed },
+      [...e.promptMessages] as Loose,
+      () => Promise.resolve(outputs.shift()!),
+      { "x-episode-id": e.episodeId },
+    );
     assert.equal((await s.end(e.episodeId)).status, "ok");
     const file = await readStageFile(join(s.record, "rollouts.arrow"), "rollouts");
     const tokens = Array.from(file.listAt<Int32Array>("tokens", 0));

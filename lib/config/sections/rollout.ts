@@ -111,19 +111,21 @@ const tools = {
   },
 };
 
-export const ENVIRONMENTS = ["tools", "scripted", "module"] as const;
+export const ENVIRONMENTS = ["tools", "scripted", "module", "agent"] as const;
 
 const environment = {
   kind: choice({
     choices: ENVIRONMENTS,
     default: "tools",
     doc:
-      "tools (run tool calls, feed results back) | scripted (next user message per step from the task) | module (yours)",
+      "tools (run tool calls, feed results back) | scripted (next user message per step from the task) | " +
+      "module (yours) | agent (your agent's run(task, client) through a gateway)",
   }),
   module: str({
     default: null,
     nullable: true,
-    doc: "TypeScript module exporting an environment (kind: module); see examples/custom_environment.ts",
+    doc: "TypeScript module exporting an environment (kind: module; see examples/custom_environment.ts) " +
+      "or run(task, client) (kind: agent; see examples/agents/openai_agent.ts)",
   }),
   max_turns: int({ default: 4, min: 1, max: 50, doc: "assistant turns (steps) per episode at most" }),
   stop_on_final_answer: bool({

@@ -56,11 +56,28 @@ interface Recording {
 
 /** What the recorder needs from the server. */
 export interface RecorderOptions {
-  dir: string;
+  /** Where `rollouts.arrow` is written; null: nowhere (the rollout stage's agent environment reads `episodes()`). */
+  dir: string | null;
   tokenizer: ChatTokenizer;
   model: string;
   configHash: string;
   maxModelLen: number;
+  /** The sampling of every recorded turn (the rollout's, in the agent environment); absent: the request's. */
+  sampling?: RecordedSampling;
+}
+
+/**
+ * Sampling a recorded turn must use, in request parameters: `temperature`, `top_p` and `top_k` fill a
+ * request that leaves them out and refuse one that sets another value (the trainer scores the tokens at the
+ * rollout's temperature); `max_tokens` caps a turn whose request names no limit, and
+ * `chat_template_kwargs.enable_thinking` fills one that leaves it out.
+ */
+export interface RecordedSampling {
+  temperature: number;
+  top_p: number;
+  top_k: number;
+  max_tokens: number;
+  enable_thinking: boolean;
 }
 
 /** The prompt of the next turn of an episode, and whether its turn is recorded. */
@@ -78,9 +95,19 @@ export class Recorder {
     this.#o = options;
   }
 
-  /** The path of the rollouts file. */
-  get path(): string {
-    return join(this.#o.dir, "rollouts.arrow");
+  /** The path of the rollouts file (null: none is written). */
+  get path(): string | null {
+    return this.#o.dir === null ? null : join(this.#o.dir, "rollouts.arrow");
+  }
+
+  /** The sampling every recorded turn uses, if the recorder imposes one. */
+  get sampling(): RecordedSampling | undefined {
+    return this.#o.sampling;
+  }
+
+  /** The episodes ended so far, in the order they ended, as the file holds them. */
+  episodes(): Episode[] {
+    return this.#episodes(this.#ended);
   }
 
   /**
@@ -148,7 +175,7 @@ export class Recorder {
     if (!rec) throw new HttpError(404, `no open episode ${id}`, "NotFoundError");
     rec.reward = reward;
     // The episode counts as ended once the file holding it is written (a failed write leaves it open).
-    await writeTable(this.path, "rollouts", this.#table([...this.#ended, rec]));
+    if (this.path !== null) await writeTable(this.path, "rollouts", this.#table([...this.#ended, rec]));
     this.#open.delete(id);
     this.#ended.push(rec);
     const status = rec.mismatch === null ? "ok" : HISTORY_MISMATCH;
@@ -178,9 +205,9 @@ export class Recorder {
     return [...rec.trajectory.tokens];
   }
 
-  #table(ended: readonly Recording[]) {
+  #episodes(ended: readonly Recording[]): Episode[] {
     const groups = [...new Set(ended.map((r) => r.key.groupId))];
-    const episodes = ended.map((rec, i): Episode => {
+    return ended.map((rec, i): Episode => {
       const group = groups.indexOf(rec.key.groupId);
       const sampleIdx = ended.slice(0, i).filter((r) => r.key.groupId === rec.key.groupId).length;
       const status = rec.mismatch === null ? "ok" : HISTORY_MISMATCH;
@@ -202,6 +229,10 @@ export class Recorder {
         policyVersion: rec.adapter,
       };
     });
+  }
+
+  #table(ended: readonly Recording[]) {
+    const episodes = this.#episodes(ended);
     const tok = this.#o.tokenizer;
     const adapters = [...new Set(episodes.map((e) => e.policyVersion))];
     const metadata: MetadataInput = {

@@ -6,7 +6,7 @@
  */
 
 import { HttpError } from "../limits.ts";
-import type { EpisodeKey, Recorder } from "./recorder.ts";
+import type { EpisodeKey, RecordedSampling, Recorder } from "./recorder.ts";
 
 type Json = Record<string, unknown>;
 
@@ -41,6 +41,43 @@ export function checkRecordable(body: Json): void {
     v != null && !(Array.isArray(v) && v.length === 0)
   );
   if (stops) refuse("stop", "a turn ends at the end-of-turn token only");
+}
+
+/** `body` with the recorder's sampling where it leaves a parameter out; 400 naming one it sets otherwise. */
+export function withSampling(body: Json, sampling: RecordedSampling | undefined): Json {
+  if (!sampling) return body;
+  const out = { ...body };
+  const kwargs = (out.chat_template_kwargs ?? {}) as Json;
+  if (typeof kwargs === "object" && kwargs.enable_thinking == null) {
+    out.chat_template_kwargs = { ...kwargs, enable_thinking: sampling.enable_thinking };
+  }
+  for (const key of ["temperature", "top_p", "top_k"] as const) {
+    if (out[key] == null) out[key] = sampling[key];
+    else if (!sameSampling(key, out[key], sampling[key])) {
+      throw new HttpError(
+        400,
+        `${key} = ${JSON.stringify(out[key])}: this run samples and trains at ${key} ${sampling[key]} ` +
+          `(rollout.generation.${key}); leave it out, or set rollout.generation.${key}`,
+        undefined,
+        key,
+      );
+    }
+  }
+  return out;
+}
+
+/**
+ * The most tokens a recorded turn may sample beyond the room left: the recorder's `max_tokens` where the
+ * request names none (a turn near the end of the context is cut there, as the rollout stage cuts it).
+ */
+export function turnCap(body: Json, sampling: RecordedSampling | undefined): number {
+  const asked = body.max_tokens != null || body.max_completion_tokens != null;
+  return sampling && !asked ? sampling.max_tokens : Infinity;
+}
+
+/** Whether a request's value is the recorder's (top_k: -1, vLLM's "off", is 0, ours). */
+function sameSampling(key: string, asked: unknown, value: number): boolean {
+  return key === "top_k" && typeof asked === "number" ? Math.max(0, asked) === value : asked === value;
 }
 
 const FIX = "leave it out, or send the request without x-episode-id to have it served unrecorded";

@@ -1,0 +1,166 @@
+/**
+ * `rollout.environment.kind: agent` (lib/pipeline/agent_rollout.ts): the rollout stage plays each episode
+ * with the user's agent module through an in-process gateway. In process, with a scripted tool-calling
+ * policy: the episodes carry the rollout's ids, groups, tasks and the agent's reward, and score and mask
+ * read them; the rollout's temperature is imposed. As a user runs it: `deno task loop` trains an
+ * `openai`-client agent on the tiny model for two steps, the second step's agent served the first step's
+ * adapter.
+ */
+
+import assert from "node:assert/strict";
+import { join } from "node:path";
+import { SYSTEM_PROMPT } from "../../examples/agents/calculator.ts";
+import { readStageFile } from "../../lib/arrow/read.ts";
+import { loadConfig } from "../../lib/config/mod.ts";
+import type { Task } from "../../lib/data/task.ts";
+import type { ChatMessage } from "../../lib/model/chat.ts";
+import { loadTokenizer } from "../../lib/model/tokenizer.ts";
+import { mask, openSession, rollout, score } from "../../lib/pipeline/mod.ts";
+import { ROOT } from "../helpers/commands.ts";
+import { calculatorAgent } from "../helpers/gateway_server.ts";
+import { fileHash, loop } from "../helpers/loop_runs.ts";
+import { makeTinyModel } from "../helpers/tiny_model.ts";
+
+const TASK: Task = { id: "t0", source: "arithmetic", prompt: "Compute 1234 * 5678.", answer: "7006652" };
+
+async function agentSession(module: string, extra: Array<[string, string]> = []) {
+  const dir = await makeTinyModel();
+  const tokenizer = await loadTokenizer(dir);
+  const { config } = await loadConfig({
+    overrides: [
+      ["model.path", dir],
+      ["rollout.group_size", "2"],
+      ["rollout.environment.kind", "agent"],
+      ["rollout.environment.module", join(ROOT, module)],
+      ["rollout.generation.max_new_tokens", "128"],
+      ["rollout.generation.max_total_tokens", "1024"],
+      ["rollout.generation.enable_thinking", "true"],
+      ["score.rewards", "{agent: 1.0, exact_match: 1.0}"],
+      ...extra,
+    ],
+  });
+  const policy = calculatorAgent(tokenizer);
+  return openSession(config, "test", { open: { policy, tokenizer }, showProgress: false });
+}
+
+Deno.test("rollout.environment agent: the agent module's episodes, with the rollout's ids and tasks, go through score and mask", async () => {
+  const session = await agentSession("examples/agents/vercel_agent.ts");
+  const out = await rollout(session, [TASK], { step: 3, groupIds: [5] });
+  assert.deepEqual(out.episodes.map((e) => e.episodeId), ["s3/t0/0", "s3/t0/1"]);
+  for (const e of out.episodes) {
+    assert.equal(e.status, "ok");
+    assert.equal(e.groupId, 5);
+    assert.equal(e.task.answer, "7006652", "the task as the rollout read it, answer included");
+    const calls = e.messages.flatMap((m: ChatMessage) => m.tool_calls ?? []);
+    assert.equal(calls.length, 2, "the agent's two calculator calls, recorded");
+    assert.equal(Math.max(...e.turnIdx), 3);
+  }
+  assert.equal(out.table.numRows, 2);
+  const scored = await score(session, out.table, { step: 3 });
+  assert.deepEqual(Array.from(scored.table.getChild("reward_agent")!.toArray()), [1, 1]);
+  assert.deepEqual(Array.from(scored.table.getChild("reward_exact_match")!.toArray()), [1, 1]);
+  const masked = await mask(session, scored.table, { step: 3 });
+  assert.equal(masked.table.numRows, 2);
+});
+
+Deno.test("the openai example agent records the tools environment's tokens for the demo's system prompt and calculator", async () => {
+  const demo: Array<[string, string]> = [
+    ["data.system_prompt", JSON.stringify(SYSTEM_PROMPT)],
+    ["rollout.tools.enabled", "[calculator]"],
+  ];
+  const agent = await agentSession("examples/agents/openai_agent.ts", demo);
+  const tools = await agentSession("examples/agents/openai_agent.ts", [
+    ...demo,
+    ["rollout.environment.kind", "tools"],
+  ]);
+  const [played, sampled] = [
+    (await rollout(agent, [TASK], { step: 1 })).episodes,
+    (await rollout(tools, [TASK], { step: 1 })).episodes,
+  ];
+  assert.equal(played.length, 2);
+  played.forEach((e, i) => {
+    assert.equal(e.numTurns, 3);
+    assert.deepEqual(e.tokens, sampled[i].tokens, `${e.episodeId}: the rollout stage's tokens`);
+    assert.deepEqual(e.sampled, sampled[i].sampled);
+  });
+});
+
+Deno.test("rollout.environment agent: an agent asking another temperature stops the rollout naming it and the episode", async () => {
+  const session = await agentSession("tests/fixtures/hot_agent.ts");
+  await assert.rejects(
+    () => rollout(session, [TASK], { step: 0 }),
+    /rollout\.environment\.module .*hot_agent\.ts: its agent failed in episode s0\/t0\/0: .*temperature = 1\.5: this run samples and trains at temperature 1/,
+  );
+});
+
+Deno.test("rollout.environment agent: an agent that sends no episode headers stops the rollout naming the episode", async () => {
+  const session = await agentSession("tests/fixtures/headless_agent.ts");
+  await assert.rejects(
+    () => rollout(session, [TASK], { step: 0 }),
+    /headless_agent\.ts: its agent failed in episode s0\/t0\/\d: ending episode s0\/t0\/\d: no open episode/,
+  );
+});
+
+Deno.test("deno task loop trains an agent module: two steps, the second step's agent served the first step's adapter", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "agent-loop-" });
+  const config = join(dir, "config.yaml");
+  await Deno.writeTextFile(
+    config,
+    `model:
+  path: ${await makeTinyModel()}
+data:
+  arithmetic: { num_tasks: 8 }
+rollout:
+  group_size: 4
+  tasks_per_step: 2
+  max_batch: 8
+  generation: { max_new_tokens: 8, max_total_tokens: 512, enable_thinking: false }
+  environment: { kind: agent, module: ${join(ROOT, "examples/agents/openai_agent.ts")} }
+score:
+  rewards: { agent: 1.0 }
+  modules: [${join(ROOT, "tests/fixtures/ascii_reward.ts")}]
+  module_weights: [1.0]
+train:
+  lora: { r: 4, alpha: 8 }
+  optimizer: { lr: 0.01 }
+loop:
+  steps: 2
+  eval_every: 0
+  save_every: 1
+eval:
+  num_tasks: 4
+`,
+  );
+  const run = join(dir, "run");
+  const done = await loop(config, run);
+  assert.equal(done.code, 0, done.stderr);
+  const step = (n: number, file: string) => join(run, `step-000${n}`, file);
+  const versions: Set<unknown>[] = [];
+  for (const n of [1, 2]) {
+    const file = await readStageFile(step(n, "scored.arrow"), "scored");
+    assert.equal(file.rows, 8);
+    const ids = Array.from({ length: 8 }, (_, r) => String(file.column("episode_id")[r]));
+    assert.ok(ids.every((id) => id.startsWith(`s${n}/`)), ids.join(" "));
+    assert.ok(Array.from(file.column("reward_agent")).every((r) => r === 0 || r === 1), "the agent's reward");
+    for (let row = 0; row < 8; row++) {
+      // The agent sends no max_tokens: each turn is cut at rollout.generation.max_new_tokens (8).
+      const turns = file.listAt<Int16Array>("turn_idx", row);
+      const perTurn = new Map<number, number>();
+      file.listAt<Uint8Array>("sampled", row).forEach((s, t) => {
+        if (s) perTurn.set(turns[t], (perTurn.get(turns[t]) ?? 0) + 1);
+      });
+      assert.ok([...perTurn.values()].every((n) => n <= 8), `row ${row}: ${[...perTurn.values()]}`);
+    }
+    versions.push(new Set(file.column("policy_version")));
+  }
+  // Step 2's agent was served step 1's adapter, named as the trainer names it ...
+  const trained = await readStageFile(step(1, "metrics.arrow"), "metrics");
+  assert.deepEqual(versions, [new Set(["base"]), new Set([trained.metadata.adapter])]);
+  // ... and the trainer found the gateway's log-probs to be its own (the served adapter is the trained one).
+  for (const n of [1, 2]) {
+    const diff = (await readStageFile(step(n, "metrics.arrow"), "metrics")).column("rollout_logprob_diff");
+    assert.ok((diff as number[]).every((d) => d >= 0 && d < 1e-4), `step ${n} mismatch ${diff}`);
+  }
+  const adapter = (n: number) => fileHash(join(run, "adapters", `step-000${n}`, "adapter_model.safetensors"));
+  assert.notEqual(await adapter(2), await adapter(1), "step 2 trained the adapter");
+});
