@@ -8,23 +8,14 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { makeTinyModel } from "../helpers/tiny_model.ts";
-import { assertRefused, command } from "../helpers/commands.ts";
+import { assertRefused, command, denoRunArgs } from "../helpers/commands.ts";
 
 const ROOT = new URL("../..", import.meta.url).pathname;
 
 /** The serve stage in `cwd` with a config naming `model`, on any free port. */
 function serveStage(cwd: string, config: string, extra: string[] = []) {
   return new Deno.Command(Deno.execPath(), {
-    args: [
-      "run",
-      "-A",
-      "--config",
-      join(ROOT, "deno.json"),
-      join(ROOT, "stages/serve.ts"),
-      "--config",
-      config,
-    ]
-      .concat(["--port", "0", ...extra]),
+    args: [...denoRunArgs("stages/serve.ts"), "--config", config, "--port", "0", ...extra],
     cwd,
     stdout: "piped",
     stderr: "piped",
