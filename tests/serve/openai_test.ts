@@ -329,6 +329,16 @@ Deno.test("tool_choice naming a function returns a call of it with arguments val
       assert.deepEqual(Object.keys(args), ["unit", "daily"], `seed ${seed}: ${call.function.arguments}`);
       assert.ok(["c", "f"].includes(args.unit) && typeof args.daily === "boolean", call.function.arguments);
     }
+    const required = await s.client.chat.completions.create({
+      model: s.model,
+      ...CHAT,
+      tools: [WEATHER],
+      tool_choice: "required",
+      max_tokens: 64,
+    } as Loose);
+    const [called]: Loose[] = required.choices[0].message.tool_calls ?? [];
+    assert.equal(called?.function.name, "weather", "required: a call of an offered tool");
+    assert.deepEqual(Object.keys(JSON.parse(called.function.arguments)), ["unit", "daily"]);
     const error = await s.client.chat.completions.create({
       model: s.model,
       ...CHAT,
