@@ -2,6 +2,7 @@
  * The Arrow contract between stages: kinds, writer, reader, list-column helpers.
  *
  * ```ts
+ * import { appendColumns, inheritMetadata, readStageFile, writeStageFile } from "./mod.ts";
  * const rollouts = await readStageFile("runs/x/step-0001/rollouts.arrow", "rollouts");
  * const reward = new Float32Array(rollouts.rows);
  * await writeStageFile(

@@ -11,7 +11,10 @@
  * `prctl(PR_SET_PDEATHSIG)` would need `--allow-ffi`, which score and mask do not have, and exists on
  * Linux only. Only stages started by `deno task` are watched: a stage run directly and detached on
  * purpose (`nohup deno run ... &`, then the shell exits) keeps running. SIGTERM is what `deno task`
- * forwards when it receives one (measured with Deno 2.9), so it arrives here either way.
+ * forwards when it receives one (measured with Deno 2.9), so it arrives here either way. Through npx,
+ * `npm exec` and its `sh -c` forward nothing: a SIGTERM to npx leaves `deno task` running, re-parented,
+ * and its stage with it (the stage cannot see its grandparent without reading /proc, which the tasks'
+ * flags refuse): docs/serving.md, "Stopping", says how to stop such a process.
  *
  * @module
  */
@@ -51,10 +54,15 @@ export function stopWithParent(stage: string, resumeHint?: string): void {
   Deno.unrefTimer(timer);
 }
 
-/** Whether `deno task` started this process: it sets npm's user-agent variable to `deno/<version> ...`. */
+/**
+ * Whether `deno task` started this process: it sets npm's user-agent variable to `deno/<version> ...`,
+ * unless npx (`npm exec`, which sets `npm_command=exec`) already set it, as the README's
+ * `npx -y deno@2.9.6 task …` does: `deno task` keeps npm's value there.
+ */
 function startedByDenoTask(): boolean {
   try {
-    return Deno.env.get("npm_config_user_agent")?.startsWith("deno/") ?? false;
+    return (Deno.env.get("npm_config_user_agent")?.startsWith("deno/") ?? false) ||
+      Deno.env.get("npm_command") === "exec";
   } catch {
     return false; // no --allow-env: cannot tell, so do not watch
   }

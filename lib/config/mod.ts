@@ -3,7 +3,7 @@
  * their own section of `config`, and write `hash` into their outputs' metadata.
  *
  * ```ts
- * import { loadConfig } from "./lib/config/mod.ts";
+ * import { loadConfig } from "./mod.ts";
  * const { config, hash } = await loadConfig({ overrides: [["train.lora.r", "8"]] });
  * console.log(config.train.lora.r, hash.slice(0, 8));
  * ```

@@ -30,6 +30,11 @@ export interface ToolCallGuide {
   /** Each token id's text; null for control tokens (never inside a call's body). */
   texts: readonly (string | null)[];
   tools: readonly GuidedTool[];
+  /**
+   * The turn starts inside a call whose body so far is this text (its `<tool_call>` is in the prompt:
+   * serve's `tool_choice` `required` or a named function); absent: the turn starts outside any call.
+   */
+  opened?: string;
 }
 
 /**
@@ -56,11 +61,11 @@ const KEEP = 8;
  * (outside a call, inside `<think>`, an unguided tool's arguments, or a body the guide did not write).
  */
 export function guidedRow(guide: ToolCallGuide, sampled: readonly number[]): GuidedRow | null {
-  const from = openCallStart(guide, sampled);
-  if (from === null) return null;
+  const open = openCall(guide, sampled);
+  if (open === null) return null;
   const c = compile(guide);
-  let text = "";
-  for (const id of sampled.slice(from)) text += guide.texts[id] ?? "\u0000"; // a control token breaks the body
+  let text = open.written;
+  for (const id of sampled.slice(open.from)) text += guide.texts[id] ?? "\u0000"; // a control token breaks the body
   const state = c.grammar.advance(c.grammar.start(), text);
   if (state.length === 0 || c.grammar.free(state)) return null;
   const key = state.join(",");
@@ -86,18 +91,25 @@ function rowOf(guide: ToolCallGuide, allowed: number[]): GuidedRow {
   return { ids: guide.texts.map((_, id) => id).filter((id) => !listed.has(id)), banned: true };
 }
 
-/** Where the body of the call left open in `sampled` starts (after its `<tool_call>`); null when none is. */
-function openCallStart(guide: ToolCallGuide, sampled: readonly number[]): number | null {
-  let [thinking, start] = [false, null as number | null];
+/**
+ * The call left open in `sampled`: where its sampled body starts (after its `<tool_call>`) and the body
+ * written before that (the guide's `opened` for a call the prompt opened); null when none is open.
+ */
+function openCall(
+  guide: ToolCallGuide,
+  sampled: readonly number[],
+): { from: number; written: string } | null {
+  let thinking = false;
+  let open = guide.opened === undefined ? null : { from: 0, written: guide.opened };
   for (let i = 0; i < sampled.length; i++) {
     const id = sampled[i];
-    if (start !== null) {
-      if (id === guide.close) start = null;
+    if (open !== null) {
+      if (id === guide.close) open = null;
     } else if (id === guide.thinkOpen) thinking = true;
     else if (id === guide.thinkClose) thinking = false;
-    else if (id === guide.open && !thinking) start = i + 1;
+    else if (id === guide.open && !thinking) open = { from: i + 1, written: "" };
   }
-  return start;
+  return open;
 }
 
 function compile(guide: ToolCallGuide): Compiled {

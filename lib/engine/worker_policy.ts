@@ -3,6 +3,7 @@
  * thread keeps moving while the model computes. Requests are queued in order by the worker.
  *
  * ```ts
+ * import { loadPolicy } from "./worker_policy.ts";
  * const policy = await loadPolicy("runs/demo/model");
  * const [g] = await policy.generate([[151644, 872, 198]], { maxNewTokens: 16, temperature: 0.7 });
  * const lp = await policy.logprobs([[151644, 872, 198, ...g.tokens]]);

@@ -5,6 +5,9 @@
  * used more than once.
  *
  * ```ts
+ * import { backward } from "./autodiff.ts";
+ * import { GraphBuilder } from "./builder.ts";
+ * import { OPS } from "./ops.ts";
  * const g = new GraphBuilder("train");
  * const x = g.input("x", "float32", ["B", 4]);                      // [B, 4]
  * const w = g.input("w", "float32", [4, 3]);                        // [4, 3]

@@ -2,6 +2,7 @@
  * A graph builder with named values, symbolic dims, scopes and Loop/If subgraphs.
  *
  * ```ts
+ * import { GraphBuilder } from "./builder.ts";
  * const g = new GraphBuilder("mlp");
  * const x = g.input("x", "float32", ["B", 4]);          // [B, 4]
  * const w = g.initializer("w", new Float32Array(12), [4, 3]);

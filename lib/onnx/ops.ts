@@ -5,6 +5,8 @@
  * back, so the two stay out of a cycle.
  *
  * ```ts
+ * import { GraphBuilder } from "./builder.ts";
+ * import { bindOps } from "./ops.ts";
  * const g = new GraphBuilder("demo");
  * const o = bindOps(g);
  * const x = g.input("x", "float32", ["B", 4]);   // [B, 4]

@@ -3,7 +3,7 @@
  * made of (reusable from notebooks: the SVG charts and the run loader).
  *
  * ```ts
- * import { renderReport } from "./lib/report/mod.ts";
+ * import { renderReport } from "./mod.ts";
  * await Deno.writeTextFile("report.html", await renderReport("runs/demo"));
  * ```
  *

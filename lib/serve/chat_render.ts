@@ -26,6 +26,11 @@ export interface ChatSetup {
   mustCall: string | null;
   /** Text appended to the prompt as the start of the reply (part of the reply's text). */
   forced: string;
+  /**
+   * The forced call, guided to a well-formed call of one of `tools` (the named one, or all for
+   * `required`): its body so far (`forced` after `<tool_call>`). Null without a forced call.
+   */
+  forcedCall: { tools: ToolSpec[]; body: string } | null;
   /** Keep only the first call (`parallel_tool_calls: false`). */
   firstCallOnly: boolean;
 }
@@ -66,6 +71,10 @@ export function renderChat(tokenizer: ChatTokenizer, body: Json): ChatSetup {
   const mustCall = choice === "auto" || choice === "none" ? null : choice; // "required" or a tool's name
   const forced = mustCall === null ? "" : forcedStart(mustCall, thinking && generation);
   return {
+    forcedCall: mustCall === null ? null : {
+      tools: mustCall === "required" ? tools : tools.filter((t) => t.function.name === mustCall),
+      body: forced.slice(forced.indexOf(CALL_OPEN) + CALL_OPEN.length),
+    },
     prompt: tokenizer.encode(text + forced),
     thinking,
     parseTools: tools.length > 0 && choice !== "none",
@@ -83,8 +92,10 @@ export function renderChat(tokenizer: ChatTokenizer, body: Json): ChatSetup {
 function forcedStart(mustCall: string, thinkingOpen: boolean): string {
   const think = thinkingOpen ? "<think>\n\n</think>\n\n" : "";
   const name = mustCall === "required" ? "" : `${mustCall}", "arguments": `;
-  return `${think}<tool_call>\n{"name": "${name}`;
+  return `${think}${CALL_OPEN}\n{"name": "${name}`;
 }
+
+const CALL_OPEN = "<tool_call>";
 
 function templateKwargs(kwargs: unknown): { enable_thinking?: boolean } {
   if (kwargs === undefined || kwargs === null) return {};
@@ -140,10 +151,13 @@ function toolChoice(choice: unknown, tools: ToolSpec[]): string {
       "tool_choice",
     );
   }
-  if (!tools.some((t) => (t as unknown as { function: { name: string } }).function.name === name)) {
+  const offered = tools.map((t) => t.function.name);
+  if (!offered.includes(name)) {
     throw new HttpError(
       400,
-      `tool_choice names ${name}, which is not among the tools`,
+      `tool_choice names ${JSON.stringify(name)}, which is not among the tools (${
+        offered.map((n) => JSON.stringify(n)).join(", ") || "none"
+      }); name one of them, or use tool_choice "required" or "auto"`,
       undefined,
       "tool_choice",
     );

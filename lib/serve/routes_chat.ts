@@ -3,8 +3,10 @@
  * template (chat_render.ts), `n` choices sampled until the end-of-turn token, and each reply read as vLLM
  * reads a Qwen3 reply with `--reasoning-parser qwen3 --tool-call-parser hermes` (chat_reply.ts): the
  * reasoning in `reasoning`, Hermes calls as OpenAI `tool_calls`. Streaming sends the same message in
- * deltas (chat_stream.ts). `tool_choice` `required` or a named tool forces the start of a call; a forced
- * reply that still holds no valid call is an error, never a 200 without the call asked for.
+ * deltas (chat_stream.ts). `tool_choice` `required` or a named tool forces the start of a call and guides
+ * its body to a well-formed call of that tool (lib/engine/tool_call_guide.ts); a forced reply that still
+ * holds no valid call (cut by `max_tokens`, or a tool whose arguments the guide leaves free) is an error,
+ * never a 200 without the call asked for.
  *
  * @module
  */
@@ -17,6 +19,7 @@ import { ChatDeltas } from "./chat_stream.ts";
 import { HttpError } from "./limits.ts";
 import { chatLogprobContent, type Position, promptLogprobs, sampledPositions } from "./logprobs.ts";
 import { checkParameters } from "./params.ts";
+import { toolCallGuide } from "../rollout/guided_calls.ts";
 import { flag, MAX_LOGPROBS, type SamplingPlan, samplingPlan } from "./request.ts";
 import { type ChoiceDelta, type ChoiceResult, choiceSpec, sampleChoice } from "./sample_choice.ts";
 import { scorePrompt } from "./score_prompt.ts";
@@ -82,6 +85,11 @@ function parseRequest(ctx: ServeContext, body: Json): ChatRequest {
   const adapter = adapterOf(ctx, body.model);
   const setup = renderChat(tokenizer, body);
   const plan = samplingPlan(body, ctx.policy.config.vocab_size, tokenizer);
+  if (setup.forcedCall) {
+    // vLLM guides a forced call's JSON; this engine's guide does, from the body the prompt opened.
+    const guide = toolCallGuide(tokenizer, setup.forcedCall.tools, ctx.policy.config.vocab_size);
+    plan.constraints.toolCalls = { ...guide, opened: setup.forcedCall.body };
+  }
   const room = ctx.maxModelLen - setup.prompt.length;
   if (room < 1) {
     throw new HttpError(

@@ -6,6 +6,8 @@
  * inside a request is a 500 for that request only.
  *
  * ```ts
+ * import { loadPolicy } from "../engine/worker_policy.ts";
+ * import { startServer } from "./serve.ts";
  * const policy = await loadPolicy("runs/demo/model", { maxSequences: 8 });
  * const server = await startServer(policy, { modelDir: "runs/demo/model", port: 0 });
  * // POST http://127.0.0.1:<server.port>/v1/completions {"prompt": [1, 2, 3], "max_tokens": 8}

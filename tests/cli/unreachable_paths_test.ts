@@ -23,6 +23,25 @@ Deno.test("the stages run in tests with their deno.json task's flags, never --al
   }
 });
 
+Deno.test("no test starts a stage with -A: each goes through denoRunArgs, with its task's flags", async () => {
+  const found: string[] = [];
+  const visit = async (dir: string) => {
+    for await (const entry of Deno.readDir(dir)) {
+      const path = join(dir, entry.name);
+      if (entry.isDirectory) await visit(path);
+      else if (path.endsWith(".ts")) {
+        // An argument list naming -A (or --allow-all) and a script under stages/.
+        const text = await Deno.readTextFile(path);
+        for (const m of text.matchAll(/\[[^\]]*"(-A|--allow-all)"[^\]]*stages\/[^\]]*\]/g)) {
+          found.push(`${path.slice(ROOT.length + 1)}:${text.slice(0, m.index).split("\n").length}`);
+        }
+      }
+    }
+  };
+  await visit(join(ROOT, "tests"));
+  assert.deepEqual(found, [], "stages run with -A (use denoRunArgs from tests/helpers/commands.ts)");
+});
+
 Deno.test("--out under /dev, /proc or /sys, or with a name past NAME_MAX, is refused in one line", async () => {
   const dir = await Deno.makeTempDir({ prefix: "unreachable-out-" });
   const scored = join(dir, "scored.arrow");

@@ -2,7 +2,8 @@
  * Guided tool calls (lib/engine/call_grammar.ts, tool_call_guide.ts, lib/rollout/guided_calls.ts): the
  * grammar accepts the calls Qwen3's template writes and refuses the broken ones the demo's policy wrote;
  * with the real Qwen3 tokenizer, every token of a well-formed call is allowed at its step and
- * `</tool_call>` only at the end; and a random model sampling with the guide writes calls that the
+ * `</tool_call>` only at the end, from the first sampled token when the prompt opened the call (serve's
+ * forced `tool_choice`); and a random model sampling with the guide writes calls that the
  * rollout's own parser accepts, where without it the same model writes none.
  */
 
@@ -104,6 +105,24 @@ Deno.test("guidedTokenIds with Qwen3's tokenizer: each token of a call allowed, 
   const inThink = tokenizer.encode("<think>\n<tool_call>\n{");
   assert.equal(guidedTokenIds(guide, inThink), null, "a <tool_call> while thinking is not a call");
   assert.ok(guidedTokenIds(guide, tokenizer.encode("<think>\n</think>\n\n<tool_call>\n{")) !== null);
+});
+
+Deno.test("a guide whose call the prompt opened (opened) guides from the first sampled token, until </tool_call>", async () => {
+  const tokenizer = await loadTokenizer(await makeTinyModel());
+  const guide = {
+    ...toolCallGuide(tokenizer, CALCULATOR, 151936),
+    opened: '\n{"name": "calculator", "arguments": ',
+  };
+  const rest = tokenizer.encode('{"expression": "45 * 9"}}\n</tool_call>');
+  for (let i = 0; i < rest.length; i++) {
+    const allowed = guidedTokenIds(guide, rest.slice(0, i));
+    assert.ok(allowed?.includes(rest[i]), `token ${i} (${JSON.stringify(tokenizer.decode([rest[i]]))})`);
+    assert.equal(allowed!.includes(guide.close), i === rest.length - 1, `</tool_call> at ${i}`);
+  }
+  assert.ok(!guidedTokenIds(guide, [])!.includes(tokenizer.encode("Sure")[0]), "prose cannot start the body");
+  assert.equal(guidedTokenIds(guide, rest), null, "after </tool_call> nothing is guided");
+  const { opened: _, ...plain } = guide;
+  assert.equal(guidedTokenIds(plain, []), null, "without opened, a turn starts outside any call");
 });
 
 Deno.test("a random model writes parseable calls with the guide, and broken ones without it", async () => {

@@ -252,3 +252,45 @@ function shortList(list: string[], keep = 3): string {
   const more = list.length - keep;
   return list.slice(0, keep).join("; ") + (more > 0 ? `; and ${more} more` : "");
 }
+
+/**
+ * The layers of docs/DESIGN.md's "Layers" table (its first code block after the heading), top first: for
+ * each `lib/` unit it names (`lib/run/` → `lib/run`, `errors.ts` → `lib/errors.ts`), its row's index. A
+ * line that starts with a space continues the row above.
+ */
+export function designLayers(design: string): Map<string, number> {
+  const section = design.slice(design.indexOf("\n## Layers"));
+  const block = /```\n([\s\S]*?)```/.exec(section)?.[1] ?? "";
+  const layers = new Map<string, number>();
+  let row = -1;
+  for (const line of block.split("\n")) {
+    if (line.trim() === "") continue;
+    if (!line.startsWith(" ")) row++;
+    for (const [unit] of line.matchAll(/lib\/[a-z_]+\/|\b[a-z_]+\.ts\b/g)) {
+      const name = unit.startsWith("lib/") ? unit.slice(0, -1) : `lib/${unit}`;
+      if (!layers.has(name)) layers.set(name, row);
+    }
+  }
+  return layers;
+}
+
+/**
+ * What breaks the layers: each import from a `lib/` unit into one of a higher row (`a → b`), and each
+ * `lib/` unit the table does not place (`unplaced: lib/x`).
+ */
+export function layerViolations(graph: ImportGraph, layers: Map<string, number>): string[] {
+  const unitOf = (file: string) => file.split("/").slice(0, 2).join("/");
+  const found = new Set<string>();
+  for (const [from, targets] of graph) {
+    if (!from.startsWith("lib/")) continue;
+    const a = unitOf(from);
+    if (!layers.has(a)) found.add(`unplaced: ${a}`);
+    for (const to of targets) {
+      const b = unitOf(to);
+      if (!to.startsWith("lib/") || a === b) continue;
+      if (!layers.has(b)) found.add(`unplaced: ${b}`);
+      else if (layers.has(a) && layers.get(b)! < layers.get(a)!) found.add(`${from} → ${to}`);
+    }
+  }
+  return [...found].sort();
+}

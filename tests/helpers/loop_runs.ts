@@ -9,10 +9,10 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { sha256Hex } from "../../lib/fs/sha256.ts";
-import { exists, ROOT } from "./commands.ts";
+import { denoRunArgs, exists, ROOT } from "./commands.ts";
 import { makeTinyModel } from "./tiny_model.ts";
 
-/** `deno run -A stages/loop.ts --config CONFIG --loop.run_dir=RUN …`, not started. */
+/** `deno task loop --config CONFIG --loop.run_dir=RUN …` (its task's flags: `denoRunArgs`), not started. */
 export function loopCommand(
   config: string,
   runDir: string,
@@ -20,7 +20,7 @@ export function loopCommand(
   stderr: "piped" | "null" = "piped",
 ): Deno.Command {
   return new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", "stages/loop.ts", "--config", config, `--loop.run_dir=${runDir}`, ...extra],
+    args: [...denoRunArgs("stages/loop.ts"), "--config", config, `--loop.run_dir=${runDir}`, ...extra],
     cwd: ROOT,
     stdout: "piped",
     stderr,
@@ -52,7 +52,7 @@ export async function killDuringStep2(config: string, runDir: string, file: stri
 export function stageOn(config: string) {
   return async (name: string, args: string[]) => {
     const out = await new Deno.Command(Deno.execPath(), {
-      args: ["run", "-A", `stages/${name}.ts`, "--config", config, ...args],
+      args: [...denoRunArgs(`stages/${name}.ts`), "--config", config, ...args],
       cwd: ROOT,
       stdout: "piped",
       stderr: "piped",

@@ -11,6 +11,7 @@ import { UserError } from "../../lib/errors.ts";
 import { LocalPolicy } from "../../lib/engine/local_policy.ts";
 import type { Config } from "../../lib/config/schema.ts";
 import { openSession, train, type TrainRequest, writeStageOutput } from "../../lib/pipeline/mod.ts";
+import { denoRunArgs } from "../helpers/commands.ts";
 import { makeTinyModel } from "../helpers/tiny_model.ts";
 import { SAMPLE_META, sampleColumns } from "../fixtures/arrow_samples.ts";
 import { mulberry32 } from "../reference/weights.ts";
@@ -195,10 +196,7 @@ Deno.test("deno task train runs from the command line and prints a line per step
   const out = join(dir, "cli-adapter");
   const command = new Deno.Command(Deno.execPath(), {
     args: [
-      "run",
-      "-A",
-      "--quiet",
-      new URL("../../stages/train.ts", import.meta.url).pathname,
+      ...denoRunArgs("stages/train.ts"),
       "--in",
       batch,
       "--out",

@@ -1,7 +1,8 @@
 /**
  * The repository's layering, read from `deno info --json` over every source file (no hand-kept list):
  * no import cycle anywhere (type-only imports count), nothing in `lib/` imports the commands, scripts,
- * benchmarks or tests above it, and `lib/`'s folders do not import each other in a circle. A self-test
+ * benchmarks or tests above it, `lib/`'s folders do not import each other in a circle, and every `lib/` import
+ * points along or down docs/DESIGN.md's layer table, which places every `lib/` folder and file. A self-test
  * plants each fault in a throwaway tree and checks that the same code reports it.
  *
  * @module
@@ -13,7 +14,9 @@ import { ROOT } from "../helpers/commands.ts";
 import {
   describeCycles,
   describeFolderCycles,
+  designLayers,
   type ImportGraph,
+  layerViolations,
   readImportGraph,
   sourceFiles,
   upwardImports,
@@ -63,6 +66,25 @@ Deno.test("no file under lib/ imports stages/, scripts/, bench/ or tests/", asyn
 Deno.test("lib/'s folders import each other in no circle", async () => {
   const { graph } = await repoGraph();
   noneFound(describeFolderCycles(graph, "lib"), "folder cycles in lib/");
+});
+
+Deno.test("every lib/ import points along or down docs/DESIGN.md's layer table, which places every lib/ unit", async () => {
+  const { graph } = await repoGraph();
+  const layers = designLayers(await Deno.readTextFile(join(ROOT, "docs/DESIGN.md")));
+  assert.ok(layers.get("lib/run")! < layers.get("lib/onnx")!, "the table is read, top first");
+  noneFound(layerViolations(graph, layers), "imports against docs/DESIGN.md's layers");
+});
+
+Deno.test("the layer check reports a planted upward import and an unplaced folder", () => {
+  const layers = designLayers(
+    "# D\n\n## Layers\n\n```\ntop   lib/a/  x.ts\n      lib/b/\nlow   lib/c/\n```\n",
+  );
+  assert.deepEqual([...layers], [["lib/a", 0], ["lib/x.ts", 0], ["lib/b", 0], ["lib/c", 1]]);
+  const graph: ImportGraph = new Map([
+    ["lib/a/one.ts", new Set(["lib/b/two.ts", "lib/c/three.ts"])],
+    ["lib/c/three.ts", new Set(["lib/x.ts", "lib/d/four.ts"])],
+  ]);
+  assert.deepEqual(layerViolations(graph, layers), ["lib/c/three.ts → lib/x.ts", "unplaced: lib/d"]);
 });
 
 /** Writes `files` (relative path → source) under a fresh temp dir and returns its import graph. */

@@ -11,6 +11,7 @@ import { join } from "node:path";
 import { readStageFile } from "../../lib/arrow/read.ts";
 import { LocalPolicy } from "../../lib/engine/local_policy.ts";
 import { startServer } from "../../lib/serve/serve.ts";
+import { denoRunArgs } from "../helpers/commands.ts";
 import { makeTinyModel } from "../helpers/tiny_model.ts";
 
 const ROOT = new URL("../..", import.meta.url).pathname;
@@ -65,7 +66,7 @@ Deno.test("two loop steps with model.backend vllm against deno task serve: adapt
   try {
     const config = await writeConfig(dir, model, server.url);
     const out = await new Deno.Command(Deno.execPath(), {
-      args: ["run", "-A", "stages/loop.ts", "--config", config],
+      args: [...denoRunArgs("stages/loop.ts"), "--config", config],
       cwd: ROOT,
       stdout: "piped",
       stderr: "piped",

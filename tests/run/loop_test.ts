@@ -115,15 +115,22 @@ Deno.test("the four stage commands by hand give the loop's step files", async ()
 });
 
 /** `deno task loop` as a user starts it: the task wrapper, which runs the stage as its child. */
-function denoTaskLoop(config: string, runDir: string) {
+function denoTaskLoop(config: string, runDir: string, env: Record<string, string> = {}) {
   return new Deno.Command(Deno.execPath(), {
     args: ["task", "loop", "--config", config, `--loop.run_dir=${runDir}`, "--loop.steps=1000"],
     cwd: ROOT,
     stdout: "null",
     stderr: "piped",
-    env: { NO_COLOR: "1" },
+    env: { NO_COLOR: "1", ...env },
   }).spawn();
 }
+
+/** What npx (`npm exec`) puts in the environment of the `deno task` it starts (measured with npm 11). */
+const NPX_ENV = {
+  npm_command: "exec",
+  npm_lifecycle_event: "npx",
+  npm_config_user_agent: "npm/11.19.1 node/v20.20.2 linux x64 workspaces/false",
+};
 
 /** Whether process `pid` exists (`kill -0`). */
 function isRunning(pid: number): boolean {
@@ -142,11 +149,18 @@ const SAYS = {
   SIGINT: /loop: interrupted/,
 };
 
-for (const signal of ["SIGKILL", "SIGTERM", "SIGINT"] as const) {
-  Deno.test(`deno task loop: ${signal} of the wrapper stops the loop and releases its lock`, async () => {
+for (
+  const [signal, how] of [
+    ["SIGKILL", ""],
+    ["SIGTERM", ""],
+    ["SIGINT", ""],
+    ["SIGKILL", " (started through npx)"],
+  ] as const
+) {
+  Deno.test(`deno task loop${how}: ${signal} of the wrapper stops the loop and releases its lock`, async () => {
     const { dir, config } = await setup();
     const run = join(dir, "run");
-    const wrapper = denoTaskLoop(config, run);
+    const wrapper = denoTaskLoop(config, run, how ? NPX_ENV : {});
     const stderr = new Response(wrapper.stderr).text(); // the stage shares this pipe with its wrapper
     const latest = join(run, "latest");
     for (let i = 0; i < 1200 && !(await exists(latest)); i++) await new Promise((r) => setTimeout(r, 50));

@@ -8,7 +8,7 @@ import { join } from "node:path";
 import { readStageFile } from "../../lib/arrow/read.ts";
 import { writeTable } from "../../lib/arrow/stage_io.ts";
 import { type EpisodeSpec, rolloutsTable } from "../fixtures/rollouts.ts";
-import { assertRefused, ROOT, stage } from "../helpers/commands.ts";
+import { assertRefused, denoRunArgs, ROOT, stage } from "../helpers/commands.ts";
 import { countingProxy, deadUrl } from "../helpers/fake_judge.ts";
 import { makeTinyModel } from "../helpers/tiny_model.ts";
 
@@ -79,7 +79,7 @@ const EXAMPLE = join(ROOT, "examples/judge_serve.yaml");
 async function startServe(dir: string): Promise<{ url: string; stop: () => Promise<void> }> {
   const model = await makeTinyModel();
   const child = new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", "--quiet", join(ROOT, "stages/serve.ts"), "--config", EXAMPLE, "--port", "0"]
+    args: [...denoRunArgs("stages/serve.ts"), "--config", EXAMPLE, "--port", "0"]
       .concat([`--model.path=${model}`]),
     cwd: dir,
     stdout: "piped",

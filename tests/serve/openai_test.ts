@@ -3,7 +3,8 @@
  * answers agree token for token; `n` returns that many choices; stop strings stop; `echo` scores the
  * prompt exactly as `prompt_logprobs` does; `top_logprobs` and `logprobs` return alternatives in
  * OpenAI's shapes; content parts and the developer role render; the reasoning field is `reasoning`;
- * `/tokenize`, `/detokenize`, `/version` and `/metrics` answer as vLLM's do.
+ * `/tokenize`, `/detokenize`, `/version` and `/metrics` answer as vLLM's do; `tool_choice` naming a
+ * function returns a call of it whose arguments fit its schema.
  */
 
 import assert from "node:assert/strict";
@@ -291,3 +292,64 @@ Deno.test("a streaming client that disconnects cancels its sequence", async () =
 async function metrics(url: string): Promise<string> {
   return await (await fetch(`${url}/metrics`)).text();
 }
+
+/** A tool whose arguments the call guide covers entirely (an enum, a boolean): every reply is finite. */
+const WEATHER = {
+  type: "function" as const,
+  function: {
+    name: "weather",
+    parameters: {
+      type: "object",
+      properties: { unit: { type: "string", enum: ["c", "f"] }, daily: { type: "boolean" } },
+      required: ["unit", "daily"],
+    },
+  },
+};
+const OTHER = {
+  type: "function" as const,
+  function: { name: "other", parameters: { type: "object", properties: { n: { type: "integer" } } } },
+};
+
+Deno.test("tool_choice naming a function returns a call of it with arguments valid for its schema; an unknown name is a 400", async () => {
+  const s = await openAiServer();
+  try {
+    for (const seed of [1, 2, 3]) {
+      const answer = await s.client.chat.completions.create({
+        model: s.model,
+        ...CHAT,
+        tools: [OTHER, WEATHER],
+        tool_choice: { type: "function", function: { name: "weather" } },
+        max_tokens: 64,
+        seed,
+      } as Loose);
+      const [call, ...more]: Loose[] = answer.choices[0].message.tool_calls ?? [];
+      assert.equal(more.length, 0, `seed ${seed}: one call`);
+      assert.equal(call.function.name, "weather");
+      const args = JSON.parse(call.function.arguments);
+      assert.deepEqual(Object.keys(args), ["unit", "daily"], `seed ${seed}: ${call.function.arguments}`);
+      assert.ok(["c", "f"].includes(args.unit) && typeof args.daily === "boolean", call.function.arguments);
+    }
+    const required = await s.client.chat.completions.create({
+      model: s.model,
+      ...CHAT,
+      tools: [WEATHER],
+      tool_choice: "required",
+      max_tokens: 64,
+    } as Loose);
+    const [called]: Loose[] = required.choices[0].message.tool_calls ?? [];
+    assert.equal(called?.function.name, "weather", "required: a call of an offered tool");
+    assert.deepEqual(Object.keys(JSON.parse(called.function.arguments)), ["unit", "daily"]);
+    const error = await s.client.chat.completions.create({
+      model: s.model,
+      ...CHAT,
+      tools: [WEATHER],
+      tool_choice: { type: "function", function: { name: "nope" } },
+    } as Loose).catch((e) => e);
+    assert.equal(error.status, 400);
+    assert.equal(error.param, "tool_choice");
+    assert.match(error.message, /"nope", which is not among the tools \("weather"\); name one of them/);
+    assert.ok(!error.message.includes("\n"), "one line");
+  } finally {
+    await s.close();
+  }
+});

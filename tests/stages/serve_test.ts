@@ -1,29 +1,21 @@
 /**
  * `deno task serve` as a process: a missing `serve.adapter_root` is refused in one line before the
  * model loads, unless it is the default `runs` (a fresh clone), which is never created and makes
- * adapter loads answer 404 until it exists; SIGTERM stops the server as Ctrl-C does.
+ * adapter loads answer 404 until it exists; SIGTERM stops the server as Ctrl-C does, and through
+ * `deno task serve` (which forwards it) leaves no process behind and the port free.
  */
 
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { makeTinyModel } from "../helpers/tiny_model.ts";
-import { assertRefused, command } from "../helpers/commands.ts";
+import { assertRefused, command, denoRunArgs } from "../helpers/commands.ts";
 
 const ROOT = new URL("../..", import.meta.url).pathname;
 
 /** The serve stage in `cwd` with a config naming `model`, on any free port. */
 function serveStage(cwd: string, config: string, extra: string[] = []) {
   return new Deno.Command(Deno.execPath(), {
-    args: [
-      "run",
-      "-A",
-      "--config",
-      join(ROOT, "deno.json"),
-      join(ROOT, "stages/serve.ts"),
-      "--config",
-      config,
-    ]
-      .concat(["--port", "0", ...extra]),
+    args: [...denoRunArgs("stages/serve.ts"), "--config", config, "--port", "0", ...extra],
     cwd,
     stdout: "piped",
     stderr: "piped",
@@ -77,6 +69,56 @@ Deno.test("serve: the default adapter_root may be missing (not created; loads ge
   assert.equal(status.code, 143);
   assert.match(await stderr, /serve: stopped by SIGTERM/);
 });
+
+Deno.test("deno task serve stopped by SIGTERM exits 143, leaves no process behind and frees its port", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "serve-task-" });
+  const config = await configFor(dir, await makeTinyModel());
+  const child = new Deno.Command(Deno.execPath(), {
+    args: [
+      "task",
+      "--quiet",
+      "--config",
+      join(ROOT, "deno.json"),
+      "serve",
+      "--config",
+      config,
+      "--port",
+      "0",
+    ],
+    cwd: dir,
+    stdout: "piped",
+    stderr: "piped",
+    env: { NO_COLOR: "1" },
+  }).spawn();
+  const stderr = new Response(child.stderr).text();
+  let port = 0;
+  try {
+    port = Number(new URL(await listeningUrl(child.stdout)).port);
+    assert.equal(processesNaming(config).length, 2, "deno task and the stage it runs");
+  } finally {
+    try {
+      child.kill("SIGTERM"); // to `deno task` only: it forwards the signal to the stage
+    } catch { /* it already exited: the assertions below say how */ }
+  }
+  const status = await child.status;
+  assert.equal(status.code, 143, await stderr);
+  assert.match(await stderr, /serve: stopped by SIGTERM/);
+  assert.deepEqual(processesNaming(config), [], "no process left running the config");
+  Deno.listen({ hostname: "127.0.0.1", port }).close(); // throws AddrInUse if a server still holds it
+});
+
+/** The command lines of the running processes whose arguments contain `text` (from /proc). */
+function processesNaming(text: string): string[] {
+  const found: string[] = [];
+  for (const entry of Deno.readDirSync("/proc")) {
+    if (!/^\d+$/.test(entry.name)) continue;
+    try {
+      const line = Deno.readTextFileSync(`/proc/${entry.name}/cmdline`).replaceAll("\0", " ");
+      if (line.includes(text)) found.push(`${entry.name}: ${line}`);
+    } catch { /* it exited while listed */ }
+  }
+  return found;
+}
 
 /** Reads the stage's stdout until its "serve: ... at http://..." line; returns the URL. */
 async function listeningUrl(stdout: ReadableStream<Uint8Array>): Promise<string> {
