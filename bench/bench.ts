@@ -5,6 +5,7 @@
  *     [--out DIR] [--bench.k=v …]
  *   deno task bench --only algorithms [--tasks a.yaml,b.yaml] [--seeds 3] [--algorithms grpo,ppo] [--k.v=x …]
  *   deno task bench --only demo_seeds [--bench.demo_config=configs/demo_multistep.yaml] [--bench.demo_seeds=[1,2,3]]
+ *   deno task bench --only agent_seeds [--bench.demo_seeds=[1,2,3]]
  *   deno task bench --only gpu [--models qwen3-0.6b,qwen3-1.7b] [--out DIR] [--bench.gpu_ep=webgpu|cuda]
  *
  * `--only` takes a comma-separated list of sections and may repeat; an unknown section is refused
@@ -21,7 +22,8 @@
  * `--a.b=v` overrides go to every run of it.
  *
  * `--only demo_seeds` (never run by default: about ten minutes per seed) runs the demo once per seed of
- * `bench.demo_seeds` with `bench.demo_config` (bench/demo_seeds.ts).
+ * `bench.demo_seeds` with `bench.demo_config` (bench/demo_seeds.ts); `--only agent_seeds` (never run by
+ * default either) runs configs/demo_agent.yaml, GRPO through the `openai` example agent, on its own seeds.
  *
  * `--only gpu` (never run by default) measures the GPU path instead (bench/gpu.ts): for each model of
  * `bench.gpu_models` on `bench.gpu_ep`, a LoRA r16 train step (tokens/s, MFU) at each size of
@@ -60,7 +62,7 @@ import {
   weightsTables,
 } from "./report.ts";
 import { gpuSection, gpuTables } from "./gpu.ts";
-import { demoSeedsTable, runDemoSeeds } from "./demo_seeds.ts";
+import { agentSeedsPlan, type DemoSeedsPlan, demoSeedsTable, runDemoSeeds } from "./demo_seeds.ts";
 import { type BenchSection, parseOnly } from "./only.ts";
 import { ALGORITHMS, algorithmsSection, defaultTaskConfigs } from "./algorithms_bench.ts";
 import { UserError } from "../lib/errors.ts";
@@ -268,10 +270,20 @@ interface AlgorithmFlags {
   overrides: Array<[string, string]>;
 }
 
+/** What the command line asks for. */
+export interface BenchArgs {
+  b: BenchSettings;
+  only: Set<BenchSection>;
+  before?: string;
+  algorithms: AlgorithmFlags;
+  /** `--only agent_seeds`: its configuration and seeds (null when not asked for). */
+  agentSeeds: DemoSeedsPlan | null;
+}
+
 /** The command line: settings and sections, every mistake a one-line UserError before anything runs. */
-async function benchArgs(
+export async function benchArgs(
   argv: string[],
-): Promise<{ b: BenchSettings; only: Set<BenchSection>; before?: string; algorithms: AlgorithmFlags }> {
+): Promise<BenchArgs> {
   const { values, lists, overrides } = parseCommandLine(argv, {
     command: "deno task bench",
     string: ["models", "config", "before", "out", "tasks", "seeds", "algorithms"],
@@ -292,7 +304,8 @@ async function benchArgs(
     overrides: only.has("algorithms") ? overrides : [],
   };
   if (only.has("algorithms")) await checkAlgorithmFlags(algorithms);
-  return { b, only, before: values.before as string | undefined, algorithms };
+  const agentSeeds = only.has("agent_seeds") ? await agentSeedsPlan(overrides) : null;
+  return { b, only, before: values.before as string | undefined, algorithms, agentSeeds };
 }
 
 /** `--seeds` a whole number from 1, `--algorithms` known names, every `--tasks` file a loadable config. */
@@ -316,7 +329,7 @@ async function checkAlgorithmFlags(a: AlgorithmFlags): Promise<void> {
 }
 
 if (import.meta.main) {
-  const { b, only, before, algorithms } = await benchArgs(Deno.args).catch((e) =>
+  const { b, only, before, algorithms, agentSeeds } = await benchArgs(Deno.args).catch((e) =>
     Deno.exit(reportFailure("bench", e, Deno.args.includes("--debug")))
   );
   const want = (section: BenchSection) => only.has(section);
@@ -341,6 +354,7 @@ if (import.meta.main) {
     results.algorithms = await algorithmsSection({ ...algorithms, root: join(OUT, "algorithms") });
   }
   if (want("demo_seeds")) results.demo_seeds = await runDemoSeeds(b.demo_config, b.demo_seeds, OUT);
+  if (agentSeeds) results.agent_seeds = await runDemoSeeds(agentSeeds.config, agentSeeds.seeds, OUT);
   for (const name of want("gpu") ? b.gpu_models : []) {
     results[`gpu:${name}`] = await gpuSection(name, await modelDir(name), b, {
       runJson,
@@ -384,6 +398,7 @@ if (import.meta.main) {
       : []),
     ...(results.algorithms ? ["", ...algorithmsTables(results.algorithms as never)] : []),
     ...(results.demo_seeds ? ["", ...demoSeedsTable(results.demo_seeds as never)] : []),
+    ...(results.agent_seeds ? ["", ...demoSeedsTable(results.agent_seeds as never)] : []),
     ...(want("gpu") ? b.gpu_models.flatMap((name) => gpuTables(name, results[`gpu:${name}`] as never)) : []),
   ].join("\n");
   const stamp = started.toISOString().replace(/[:.]/g, "-");

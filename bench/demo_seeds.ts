@@ -9,13 +9,38 @@
  * the warm start's copy steps, wall and CPU minutes, and the machine's load (1-minute average) when the run
  * started and ended; then the mean and the worst gain.
  *
+ * `deno task bench --only agent_seeds` does the same with configs/demo_agent.yaml — GRPO through the
+ * `openai` example agent (examples/agents/openai_agent.ts) against the in-process gateway — on that
+ * file's own `bench.demo_seeds` (`agentSeedsPlan`; docs/agents.md).
+ *
  * @module
  */
 
 import { basename, join, resolve } from "node:path";
+import { loadConfig } from "../lib/config/mod.ts";
 import { callsText, countsText, type DemoPoint, readDemoSummary } from "../lib/demo/result.ts";
 
 const ROOT = resolve(new URL("..", import.meta.url).pathname);
+
+/** The agent demo's configuration (`--only agent_seeds`), relative to the repository root. */
+export const AGENT_DEMO_CONFIG = "configs/demo_agent.yaml";
+
+/** A demo configuration and the seeds to run it on. */
+export interface DemoSeedsPlan {
+  config: string;
+  seeds: number[];
+}
+
+/**
+ * What `--only agent_seeds` runs: configs/demo_agent.yaml's own `bench.demo_config` and `bench.demo_seeds`
+ * with the command line's `bench.*` overrides on top (so `--bench.demo_seeds=[4]` picks its seeds too),
+ * not those of the bench's configuration. A bad override is refused here, before anything runs.
+ */
+export async function agentSeedsPlan(overrides: ReadonlyArray<[string, string]>): Promise<DemoSeedsPlan> {
+  const bench = overrides.filter(([key]) => key.startsWith("bench."));
+  const { config } = await loadConfig({ file: join(ROOT, AGENT_DEMO_CONFIG), overrides: bench });
+  return { config: config.bench.demo_config, seeds: config.bench.demo_seeds };
+}
 
 /** One seed's run. */
 export interface DemoSeedRow {

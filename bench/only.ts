@@ -18,14 +18,16 @@ export const BENCH_SECTIONS = [
   "score_mask",
   "algorithms",
   "demo_seeds",
+  "agent_seeds",
   "gpu",
 ] as const;
 
 /**
- * Sections that run only when named: the algorithms comparison and the demo's seeds take long (about an
- * hour per task; about ten minutes per seed), and `gpu` needs a GPU provider.
+ * Sections that run only when named: the algorithms comparison and the demo's seeds (with the tools
+ * environment, or through the `openai` example agent) take long (about an hour per task; about ten
+ * minutes per seed), and `gpu` needs a GPU provider.
  */
-export const ON_REQUEST: readonly BenchSection[] = ["algorithms", "demo_seeds", "gpu"];
+export const ON_REQUEST: readonly BenchSection[] = ["algorithms", "demo_seeds", "agent_seeds", "gpu"];
 export type BenchSection = typeof BENCH_SECTIONS[number];
 
 /** What runs without `--only`: every section but those that run only when named. */

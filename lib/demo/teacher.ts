@@ -15,7 +15,7 @@
  */
 
 import type { Task } from "../data/task.ts";
-import type { BatchStats, Generation, Policy, PolicySequence } from "../engine/policy.ts";
+import type { BatchStats, Generation, Policy, PolicySequence, TokenEvent } from "../engine/policy.ts";
 import type { ChatTokenizer } from "../model/chat.ts";
 import type { Qwen3Config } from "../model/hf_config.ts";
 
@@ -65,6 +65,23 @@ export function lastToolResponse(text: string): string | null {
   return text.slice(open + "<tool_response>".length, close).trim();
 }
 
+/** What opens each assistant turn in the rendered conversation (its generation prompt included). */
+const ASSISTANT_HEADER = "<|im_start|>assistant";
+
+/**
+ * The written tokens as a sampler reports them: each one to `onToken` (a gateway reads the turn's text
+ * from it), up to the first one it asks to end the turn at, kept (as the engine does).
+ */
+function reported(written: number[], onToken?: (e: TokenEvent) => boolean | void): number[] {
+  if (!onToken) return written;
+  const out: number[] = [];
+  for (const [index, token] of written.entries()) {
+    out.push(token);
+    if (onToken({ index, token, logprob: 0 }) === true) break;
+  }
+  return out;
+}
+
 /** A policy whose turns are the traces `plan` chooses for the task in each prompt. */
 export class TeacherPolicy implements Policy {
   readonly config = {} as Qwen3Config;
@@ -81,14 +98,16 @@ export class TeacherPolicy implements Policy {
   openSequence(prompt: readonly number[]): Promise<PolicySequence> {
     const tokens = [...prompt];
     const task = this.#taskOf(this.#tokenizer.decode(prompt));
-    let turn = 0;
     return Promise.resolve({
       generate: (o): Promise<Generation> => {
-        turn += 1;
-        const text = this.#turnText(task, turn, this.#tokenizer.decode(tokens));
-        const out = [...this.#tokenizer.encode(text), this.#tokenizer.eosTokenId].slice(0, o.maxNewTokens);
+        const text = this.#turnText(task, this.#tokenizer.decode(tokens));
+        const written = [...this.#tokenizer.encode(text), this.#tokenizer.eosTokenId].slice(
+          0,
+          o.maxNewTokens,
+        );
+        const out = reported(written, o.onToken);
         tokens.push(...out);
-        const stopped = out.at(-1) === this.#tokenizer.eosTokenId;
+        const stopped = out.length < written.length || out.at(-1) === this.#tokenizer.eosTokenId;
         return Promise.resolve({
           tokens: out,
           logprobs: out.map(() => 0),
@@ -101,7 +120,12 @@ export class TeacherPolicy implements Policy {
     });
   }
 
-  #turnText(task: Task, turn: number, soFar: string): string {
+  /**
+   * The text of the turn `soFar` (the conversation through its generation prompt) asks for. The turn is
+   * counted from the conversation, not per sequence: a gateway opens a new sequence for every request.
+   */
+  #turnText(task: Task, soFar: string): string {
+    const turn = soFar.split(ASSISTANT_HEADER).length - 1;
     const plan = this.#plan(task);
     if (plan.kind === "direct") return finalAnswerText(plan.answer);
     const calls = toolTurnTexts(plan);

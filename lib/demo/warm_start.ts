@@ -31,6 +31,7 @@ import type { StageFile } from "../arrow/stage_file.ts";
 import type { Config } from "../config/schema.ts";
 import { shuffled } from "../data/random.ts";
 import type { Task } from "../data/task.ts";
+import { UserError } from "../errors.ts";
 import { type CheckpointOutput, train, type TrainSummary, writeStageOutput } from "../pipeline/mod.ts";
 import { toolCallColumns } from "../score/episode.ts";
 import type { StepMetrics } from "../train/step.ts";
@@ -70,12 +71,15 @@ export interface TracePools {
 
 /**
  * The run's configuration as the warm start trains: the `sft` loss, one optimizer step per call (the
- * learning rate of each is the warm start's own: `copyLr`, `mixLr`).
+ * learning rate of each is the warm start's own: `copyLr`, `mixLr`). Its traces and probe play the
+ * `tools` environment whatever GRPO's is: the teacher writes calculator traces, it is not the user's agent
+ * or environment (with `agent`, GRPO's first prompts render as the tools environment's: docs/agents.md).
  */
 export function warmStartConfig(config: Config, s: WarmStartSettings): Config {
-  const { train: t } = config;
+  const { train: t, rollout: r } = config;
   return {
     ...config,
+    rollout: { ...r, environment: { ...r.environment, kind: "tools", module: null } },
     train: {
       ...t,
       num_iterations: 1,
@@ -99,7 +103,7 @@ export async function warmStart(i: WarmStartInputs, onEvent?: WarmStartProgress)
   const started = performance.now();
   const s = i.settings;
   const batch = await readStageFile(await writeWarmStartBatch(i), "batch");
-  const pools = tracePools(batch);
+  const pools = requireCopyPool(tracePools(batch), batch.path, s);
   const probe = await WarmStartProbe.open(i.session, probeTasks(i));
   const metrics: StepMetrics[] = [];
   const probes: ProbeResult[] = [];
@@ -176,6 +180,17 @@ export function tracePools(batch: StageFile): TracePools {
     return to > from && calls.status.slice(from, to).every((status) => status === "ok");
   });
   return { tool, all };
+}
+
+/** Refuses a copy phase with no trace to train on (its steps would read no rows). */
+export function requireCopyPool(pools: TracePools, path: string, s: WarmStartSettings): TracePools {
+  if (pools.tool.length > 0 || s.copyMaxSteps === 0) return pools;
+  throw new UserError(`warm-start traces ${path}`, {
+    why: `none of its ${pools.all.length} traces is a calculator trace whose calls all succeed, and the ` +
+      "copy phase trains on those only",
+    fix: "raise demo.warm_start.traces or lower demo.warm_start.direct_fraction (or set " +
+      "demo.warm_start.copy_max_steps to 0)",
+  });
 }
 
 /**

@@ -142,10 +142,11 @@ function ppoStepsPerBatch(config: Config): number {
 }
 
 /** The rows asked for, each a row of `file` (all rows when none are given). */
-function checkedRows(file: StageFile, rows: readonly number[] | undefined): number[] | undefined {
-  const bad = rows?.find((r) => !Number.isInteger(r) || r < 0 || r >= file.rows);
-  if (bad !== undefined) {
-    throw new UserError(`train: row ${bad} of ${file.path}`, {
+export function checkedRows(file: StageFile, rows: readonly number[] | undefined): number[] | undefined {
+  // The index, not the value: an undefined row must be refused too (find would return it as "none").
+  const at = rows?.findIndex((r) => !Number.isInteger(r) || r < 0 || r >= file.rows) ?? -1;
+  if (at >= 0) {
+    throw new UserError(`train: row ${rows![at]} (rows[${at}]) of ${file.path}`, {
       why: `the batch has rows 0 to ${file.rows - 1}`,
       fix: "pass rows of the batch",
     });
