@@ -78,7 +78,7 @@ export const BETA: LossScalar = {
   key: "beta",
   default: 0.0,
   min: 0,
-  doc: "k3 KL weight against the base model (adapter off); 0 = no reference pass",
+  doc: "k3 KL weight against the reference policy (train.loss.reference); 0 = no reference pass",
 };
 
 /** GRPO's (and PPO's) clipped surrogate, plus `beta · k3` when a reference is given. */

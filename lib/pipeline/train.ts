@@ -57,6 +57,7 @@ export async function train(
   const { adapter, optimizer, value } = ts.checkpoint;
   const metrics = await trainOnBatch(ts.trainer, episodes, adapter.weights, optimizer, {
     ...stepSettingsOf(config, file),
+    ...(ts.reference ? { reference: ts.reference } : {}),
     onStep: request.onStep,
     ...(request.lr === undefined ? {} : { lr: request.lr }),
   }, value);

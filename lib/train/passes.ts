@@ -192,7 +192,10 @@ export async function withComputedInputs(
   }));
 }
 
-/** Episodes with the `reference` input: the train graph's log-probs with the adapter off (scale 0). */
+/**
+ * Episodes with the `reference` input: the train graph's log-probs under the reference policy, the
+ * adapter switched off (scale 0) or, with `s.reference`, that adapter in place of the trained one.
+ */
 async function withReference(
   trainer: Trainer,
   reference: TokenInput,
@@ -204,7 +207,9 @@ async function withReference(
   const ones = episodes.map((e) => new Float32Array(e.tokens.length).fill(1));
   const out = episodes.map((e) => ({ ...e, inputs: { ...e.inputs } }));
   for (const mb of planMicroBatches(episodes, ones, s.microBatchTokens, trainer.maxChunk)) {
-    const result = await trainer.run(mb, params, s.scalars, { scale: 0, valueHead });
+    const result = s.reference
+      ? await trainer.run(mb, s.reference, s.scalars, { valueHead })
+      : await trainer.run(mb, params, s.scalars, { scale: 0, valueHead });
     mb.episodes.forEach((e, row) => {
       out[e].inputs[reference.name] = unshift(result.logprobs, mb, row, episodes[e].tokens.length);
     });

@@ -5,6 +5,7 @@
  * @module
  */
 
+import type { LoraWeights } from "../model/lora.ts";
 import type { Aggregation } from "./batch.ts";
 import { type OptimizerConfig, type ScheduleConfig, scheduledLr } from "./optimizer.ts";
 import type { RolloutIs, RolloutIsStats } from "./rollout_is.ts";
@@ -41,6 +42,11 @@ export interface StepSettings {
   scalars: LossScalars;
   /** Seed of the micro-batch order (and of PPO's minibatches). */
   seed: number;
+  /**
+   * The reference policy's adapter for the KL term (`train.loss.reference: initial`), fed at the adapter's
+   * own scale; absent: the base model (the adapter switched off).
+   */
+  reference?: LoraWeights;
   /** Trainer-side old log-probs with this importance-sampling correction (absent: `none`). */
   rolloutIs?: RolloutIs;
   /** PPO's epochs and minibatches, for an algorithm with a value head (absent: GRPO's passes). */

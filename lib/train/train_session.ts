@@ -16,9 +16,9 @@ import type { Config, ModelConfig, TrainConfig } from "../config/schema.ts";
 import { providerOptionsOf } from "../config/sections/model.ts";
 import { UserError } from "../errors.ts";
 import { sha256Hex } from "../fs/sha256.ts";
-import { type Adapter, initLoraWeights, type LoraSpec } from "../model/lora.ts";
+import { type Adapter, initLoraWeights, type LoraSpec, type LoraWeights } from "../model/lora.ts";
 import { type ModelDir, openModelDir } from "../model/model_dir.ts";
-import { ADAPTER_CONFIG, parseAdapterConfig } from "../model/peft.ts";
+import { ADAPTER_CONFIG, parseAdapterConfig, readPeftAdapter } from "../model/peft.ts";
 import type { SharedWeights } from "../model/shared_weights.ts";
 import { type Checkpoint, loadCheckpoint, loraDifferences, STATE_FILE } from "./checkpoint.ts";
 import { initOptimizerState } from "./optimizer.ts";
@@ -77,11 +77,21 @@ export class TrainSession {
   /** sha256 of the base model's config.json, recorded in every checkpoint. */
   readonly baseConfigSha256: string;
 
-  private constructor(model: ModelDir, trainer: Trainer, checkpoint: Checkpoint, baseConfigSha256: string) {
+  /** The KL term's reference adapter (`train.loss.reference: initial`); undefined: the base model. */
+  readonly reference?: LoraWeights;
+
+  private constructor(
+    model: ModelDir,
+    trainer: Trainer,
+    checkpoint: Checkpoint,
+    baseConfigSha256: string,
+    reference?: LoraWeights,
+  ) {
     this.model = model;
     this.trainer = trainer;
     this.checkpoint = checkpoint;
     this.baseConfigSha256 = baseConfigSha256;
+    this.reference = reference;
   }
 
   /**
@@ -120,12 +130,29 @@ export class TrainSession {
       threads: model.threads,
       sharedWeights: shared.weights,
     });
-    return new TrainSession(dir, trainer, checkpoint, baseConfigSha256);
+    return new TrainSession(dir, trainer, checkpoint, baseConfigSha256, await referenceOf(config, dir));
   }
 
   async close(): Promise<void> {
     await this.trainer.close();
   }
+}
+
+/**
+ * The KL term's reference adapter with `train.loss.reference: initial`: `model.adapter`, the adapter the
+ * run started from, read once into its own tensors (the trained adapter changes in place; a resumed run's
+ * session starts from a later checkpoint but keeps the run's `model.adapter`). Undefined when the KL term
+ * is off, the reference is the base model, or the run started without an adapter (the reference is then
+ * the base model: a fresh adapter's B is 0).
+ */
+async function referenceOf(
+  config: Pick<Config, "model" | "train">,
+  dir: ModelDir,
+): Promise<LoraWeights | undefined> {
+  const { model, train } = config;
+  if (train.loss.beta === 0 || train.loss.reference === "base" || !model.adapter) return undefined;
+  await checkTrainStart(model, train, model.adapter);
+  return (await readPeftAdapter(model.adapter, dir.config)).weights;
 }
 
 function freshCheckpoint(model: ModelDir, spec: LoraSpec, train: TrainConfig): Checkpoint {

@@ -162,6 +162,29 @@ Deno.test("train resumes from its checkpoint (step and moments); refuses another
   );
 });
 
+Deno.test("train.loss.reference initial holds the KL term to the adapter the run started from, base to the adapter off", async () => {
+  const { dir, batch, config, hash } = await setup();
+  const start = join(dir, "start");
+  await runTrain(config, hash, batch, start); // an adapter that moves the policy away from the base model
+  const kl = async (reference: string, out: string) => {
+    const c = await loadConfig({
+      overrides: [
+        ...baseOverrides(config),
+        ["model.adapter", start],
+        ["train.loss.beta", "0.5"],
+        ["train.loss.reference", reference],
+      ],
+    });
+    return (await runTrain(c.config, c.hash, batch, join(dir, out))).metrics.map((m) => m.kl);
+  };
+  const [initial, base] = [await kl("initial", "initial"), await kl("base", "base")];
+  // The first optimizer step's policy is the starting adapter: against itself the KL is 0 (up to the
+  // micro-batch packing's rounding); the step then moves the policy away from it.
+  assert.ok(Math.abs(initial[0]) < 1e-7, `KL to the starting adapter before it moved: ${initial[0]}`);
+  assert.ok(initial[1] > 1e-9, `KL to the starting adapter after a step: ${initial[1]}`);
+  assert.ok(base[0] > 1e-5, `KL to the base model with the starting adapter on: ${base[0]}`);
+});
+
 Deno.test("a batch without masked tokens trains to zero loss and zero gradient; every metric is finite but entropy (NaN: no token to average)", async () => {
   const { dir, model, config, hash } = await setup([["train.optimizer.name", "sgd"]]);
   const batch = join(dir, "empty-mask.arrow");

@@ -7,6 +7,8 @@ import { MAX_CONTEXT } from "./run.ts";
 export const LORA_TARGETS = ["q", "k", "v", "o", "gate", "up", "down"] as const;
 export const OPTIMIZERS = ["adamw", "sgd"] as const;
 export const SCHEDULES = ["constant", "cosine", "linear"] as const;
+/** What `train.loss.beta`'s KL term compares the policy with. */
+export const REFERENCES = ["base", "initial"] as const;
 export const AGGREGATIONS = ["token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm"] as const;
 /** Policy losses: the names registered in lib/losses/registry.ts (a live list: a loss registered later is a choice). */
 export const OBJECTIVES: readonly string[] = POLICY_LOSS_NAMES;
@@ -90,6 +92,13 @@ const loss = {
   eps_low: float(EPS_LOW),
   eps_high: float(EPS_HIGH),
   beta: float(BETA),
+  reference: choice({
+    choices: REFERENCES,
+    default: "base",
+    doc: "the policy beta's KL term holds the model to: base (the base model, adapter off; TRL and verl " +
+      "with a LoRA adapter) | initial (the adapter the run started from, model.adapter: the SFT policy of " +
+      "InstructGPT's KL; the base model when model.adapter is null)",
+  }),
   max_response_tokens: int({
     default: null,
     nullable: true,
