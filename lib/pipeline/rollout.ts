@@ -74,25 +74,30 @@ export async function rollout(
   ]);
   const bar = new RolloutProgress(tasks.length * settings.group_size, session.showProgress);
   const started = performance.now();
-  const episodes = e.kind === "agent"
-    ? await agentRollout(policy, tasks, {
-      modelDir: config.model.path,
-      settings,
-      step: request.step,
-      groupIds: request.groupIds,
-      configHash: session.configHash,
-      onEpisode: (episode) => bar.add(episode),
-    })
-    : await sampleEpisodes(
-      policy,
-      tokenizer,
-      tools,
-      tasks,
-      settings,
-      config.data.system_prompt,
-      request,
-      bar,
-    );
+  let episodes: Episode[];
+  try {
+    episodes = e.kind === "agent"
+      ? await agentRollout(policy, tasks, {
+        modelDir: config.model.path,
+        settings,
+        step: request.step,
+        groupIds: request.groupIds,
+        configHash: session.configHash,
+        onEpisode: (episode) => bar.add(episode),
+      })
+      : await sampleEpisodes(
+        policy,
+        tokenizer,
+        tools,
+        tasks,
+        settings,
+        config.data.system_prompt,
+        request,
+        bar,
+      );
+  } finally {
+    bar.close(); // its heartbeat, also when sampling fails
+  }
   const seconds = (performance.now() - started) / 1000;
   bar.done(seconds);
   const sampling = { ...g, max_turns: e.max_turns, environment: e.kind, tools: [...tools.keys()] };
