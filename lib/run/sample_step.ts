@@ -66,13 +66,28 @@ async function sampleOnce(
   const tasks = tasksForStep((await session.tasks()).train, step, config.rollout.tasks_per_step);
   // Room for the step's rollouts, scored and batch files, before any episode is sampled.
   checkFreeSpace(layout.stepDir(step), 3 * rolloutFileBytes(config, tasks, "batch"));
-  const rolled = await timed("rollout", () => rollout(session, tasks, { step }));
-  await writeStageOutput(layout.stepFile(step, "rollouts"), rolled);
-  const rollouts = await readStageFile(layout.stepFile(step, "rollouts"), "rollouts");
-  const scored = await timed("score", () => score(session, rollouts, { step }));
-  await writeStageOutput(layout.stepFile(step, "scored"), scored);
-  const scoredFile = await readStageFile(layout.stepFile(step, "scored"), "scored");
-  return { episodes: rolled.episodes, scored: scoredFile, summary: scored.summary };
+  const got = await rollAndScore(session, tasks, { step }, (file) => layout.stepFile(step, file), timed);
+  return { episodes: got.episodes, scored: got.scored, summary: got.summary };
+}
+
+/**
+ * `tasks` sampled and scored, each file written at `path(kind)` as it is made and read back (what later
+ * stages read is what the files hold).
+ */
+async function rollAndScore(
+  session: Session,
+  tasks: readonly Task[],
+  request: { step: number; groupIds?: readonly number[] },
+  path: (file: "rollouts" | "scored") => string,
+  timed: Timed,
+): Promise<{ episodes: Episode[]; rollouts: StageFile; scored: StageFile; summary: ScoreSummary }> {
+  const rolled = await timed("rollout", () => rollout(session, tasks, request));
+  await writeStageOutput(path("rollouts"), rolled);
+  const rollouts = await readStageFile(path("rollouts"), "rollouts");
+  const scored = await timed("score", () => score(session, rollouts, { step: request.step }));
+  await writeStageOutput(path("scored"), scored);
+  const scoredFile = await readStageFile(path("scored"), "scored");
+  return { episodes: rolled.episodes, rollouts, scored: scoredFile, summary: scored.summary };
 }
 
 /** One generation batch, sampled and scored into `step-NNNN/gen-GG/`, both files read back. */
@@ -89,11 +104,7 @@ async function sampleGenBatch(
   await Deno.mkdir(dirname(path("rollouts")), { recursive: true });
   // Room for this batch's two files and the step's kept copies and batch file.
   checkFreeSpace(layout.stepDir(step), 5 * rolloutFileBytes(config, tasks, "batch"));
-  const rolled = await timed("rollout", () => rollout(session, tasks, { step, groupIds }));
-  await writeStageOutput(path("rollouts"), rolled);
-  const rollouts = await readStageFile(path("rollouts"), "rollouts");
-  await writeStageOutput(path("scored"), await timed("score", () => score(session, rollouts, { step })));
-  return { episodes: rolled.episodes, rollouts, scored: await readStageFile(path("scored"), "scored") };
+  return await rollAndScore(session, tasks, { step, groupIds }, path, timed);
 }
 
 /** DAPO's dynamic sampling for one step (filter_groups.ts). */
