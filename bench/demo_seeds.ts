@@ -50,6 +50,8 @@ export interface DemoSeedRow {
   /** Points of held-out accuracy GRPO added (after − before). */
   gain?: number;
   copySteps?: number;
+  /** Steps the warm start's mix phase went on because its policy called the calculator too often. */
+  extraMixSteps?: number;
   /** Wall-clock minutes of the run (the demo process, from start to exit). */
   minutes: number;
   /** CPU minutes of the demo's process, all threads. */
@@ -112,6 +114,7 @@ async function runSeed(config: string, seed: number, dir: string): Promise<DemoS
     after: r.after,
     gain,
     copySteps: r.warmStart.copySteps,
+    extraMixSteps: r.warmStart.extraMixSteps ?? 0,
     minutes,
     cpuMinutes,
     load,
@@ -148,18 +151,20 @@ export function demoSeedsTable(r: { config: string; rows: DemoSeedRow[] }): stri
   const lines = [
     `### The demo on every seed (${r.config})`,
     "",
-    "| seed | held-out accuracy before → after | gain (points) | calculator use before → after | successful calls / episode before → after | episodes by successful calls, after | copy steps | minutes | CPU minutes | load (start, end) |",
-    "| ---: | --- | ---: | --- | --- | --- | ---: | ---: | ---: | --- |",
+    "| seed | held-out accuracy before → after | gain (points) | calculator use before → after | successful calls / episode before → after | episodes by successful calls, after | copy steps | extra mix steps | minutes | CPU minutes | load (start, end) |",
+    "| ---: | --- | ---: | --- | --- | --- | ---: | ---: | ---: | ---: | --- |",
     ...r.rows.map((row) => {
       const load = row.load.map((x) => x.toFixed(1)).join(", ");
       if (row.error) {
-        return `| ${row.seed} | failed: ${row.error} | | | | | | ${row.minutes.toFixed(1)} | | ${load} |`;
+        return `| ${row.seed} | failed: ${row.error} | | | | | | | ${row.minutes.toFixed(1)} | | ${load} |`;
       }
       const [b, a] = [row.before!, row.after!];
       return `| ${row.seed} | ${pct(b.accuracy)} → ${pct(a.accuracy)} | ${signed(row.gain!)} | ` +
         `${pct(b.toolUse)} → ${pct(a.toolUse)} | ${callsText(b)} → ${callsText(a)} | ` +
         `${countsText(a.callsOkEpisodes)} | ` +
-        `${row.copySteps} | ${row.minutes.toFixed(1)} | ${row.cpuMinutes!.toFixed(1)} | ${load} |`;
+        `${row.copySteps} | ${row.extraMixSteps} | ${row.minutes.toFixed(1)} | ${
+          row.cpuMinutes!.toFixed(1)
+        } | ${load} |`;
     }),
     "",
     `Mean gain ${signed(mean)} points; worst ${gains.length ? signed(Math.min(...gains)) : "–"} points ` +

@@ -44,13 +44,20 @@ export class WarmStartProbe {
 
   /**
    * A probe on the policy of `warm` (the warm-start session, which closes it), each turn's first token
-   * given as the task's calculator trace has it.
+   * given as the task's calculator trace has it — or, with `firstTokenGiven` false, the policy as GRPO
+   * will start from it (every decision its own).
    */
-  static async open(warm: Session, tasks: readonly Task[]): Promise<WarmStartProbe> {
+  static async open(
+    warm: Session,
+    tasks: readonly Task[],
+    { firstTokenGiven = true }: { firstTokenGiven?: boolean } = {},
+  ): Promise<WarmStartProbe> {
     const { config } = warm;
     const [inner, tokenizer, tools] = [await warm.policy(), await warm.tokenizer(), await warm.tools()];
     const max = config.rollout.tools.calculator.max_operations;
-    const forced = forcedStartPolicy(inner, tokenizer, tasks, (task) => calculatorCalls(task, max).length);
+    const forced = firstTokenGiven
+      ? forcedStartPolicy(inner, tokenizer, tasks, (task) => calculatorCalls(task, max).length)
+      : inner;
     const greedy = { ...config, eval: { ...config.eval, temperature: 0, samples: 1 } };
     // The probe's own session opens nothing (its policy, tokenizer and tools are the warm-start session's,
     // which closes them), so there is nothing of its own to close.

@@ -35,8 +35,12 @@ export interface WarmStartRecord {
   seeds: { train: number; rollout: number; model: number; warmStart: number };
   copySteps: number;
   mixSteps: number;
+  /** Steps the mix phase went on because the starting policy called the calculator too often. */
+  extraMixSteps: number;
   /** Every probe: greedy answers on unseen training tasks, after `step` steps. */
   probes: ProbeResult[];
+  /** The probes of the policy GRPO starts from (no token given), after the mix phase's steps. */
+  startProbes: ProbeResult[];
   modelSeconds: number;
   warmStartSeconds: number;
 }

@@ -37,7 +37,7 @@ import {
   writeDemoSummary,
   writeWarmStartRecord,
 } from "./result.ts";
-import { type DemoSettings, demoSettings } from "./settings.ts";
+import { type DemoSettings, demoSettings, type WarmStartSettings } from "./settings.ts";
 import type { WarmStartEvent } from "./warm_start.ts";
 
 /** How the demo may treat what is already at its outputs. */
@@ -61,12 +61,14 @@ export async function demo(
   const w = settings.warmStart;
   progress.log(`demo: ${seedLine(config, settings)}`);
   progress.log("demo: building the model (Qwen3's architecture and tokenizer, pruned to the task's tokens)");
-  const bar = warmStartProgress(w.copyMaxSteps, w.mixSteps);
+  const bar = warmStartProgress(w);
   const prepared = await prepareDemo(config, hash, settings, bar.onEvent);
   const ws = prepared.warmStart;
   bar.done(
-    `model ${prepared.modelDir} in ${prepared.modelSeconds.toFixed(0)} s; ${ws.copySteps} + ${w.mixSteps} ` +
-      `sft steps in ${ws.seconds.toFixed(0)} s; adapter ${prepared.adapterDir}`,
+    `model ${prepared.modelDir} in ${prepared.modelSeconds.toFixed(0)} s; ${ws.copySteps} + ` +
+      `${w.mixSteps + ws.extraMixSteps} sft steps in ${
+        ws.seconds.toFixed(0)
+      } s; adapter ${prepared.adapterDir}`,
   );
   const record: WarmStartRecord = {
     seeds: {
@@ -77,7 +79,9 @@ export async function demo(
     },
     copySteps: ws.copySteps,
     mixSteps: w.mixSteps,
+    extraMixSteps: ws.extraMixSteps,
     probes: ws.probes,
+    startProbes: ws.startProbes,
     modelSeconds: prepared.modelSeconds,
     warmStartSeconds: ws.seconds,
   };
@@ -108,24 +112,36 @@ export function seedLine(config: Config, settings: DemoSettings): string {
 }
 
 /** Progress of the warm start: a bar per phase, a line per probe. */
-function warmStartProgress(copyMax: number, mixSteps: number) {
+function warmStartProgress(w: WarmStartSettings) {
   let bar: ProgressTask = progress.start(
     "demo: warm start, calculator traces (until the copy probe passes)",
-    copyMax,
+    w.copyMaxSteps,
   );
-  let phase: "copy" | "mix" = "copy";
+  let phase: "copy" | "mix" | "extra" = "copy";
+  const pct = (x: number) => `${(100 * x).toFixed(1)}%`;
   const onEvent = (e: WarmStartEvent) => {
     if (e.kind === "probe") {
       const p = e.probe;
       progress.log(
         `demo: copy probe after ${p.step} steps (each turn's first token given): accuracy ` +
-          `${(100 * p.accuracy).toFixed(1)}%, ${p.callsOk.toFixed(2)} successful calls per episode`,
+          `${pct(p.accuracy)}, ${p.callsOk.toFixed(2)} successful calls per episode`,
+      );
+      return;
+    }
+    if (e.kind === "start_probe") {
+      const p = e.probe;
+      progress.log(
+        `demo: start probe after ${p.step} steps (greedy, as GRPO starts): accuracy ${pct(p.accuracy)}, ` +
+          `calculator use ${pct(p.toolUse)} (at most ${pct(w.maxStartToolUse)} leaves GRPO room)`,
       );
       return;
     }
     if (e.phase !== phase) {
       bar.done(`${e.step - 1} steps`);
-      bar = progress.start("demo: warm start, all traces", mixSteps);
+      bar = e.phase === "mix" ? progress.start("demo: warm start, all traces", w.mixSteps) : progress.start(
+        "demo: warm start, more of all traces (the policy calls too often)",
+        w.extraMixSteps,
+      );
       phase = e.phase;
     }
     bar.tick(1, `loss ${e.loss.toFixed(3)}`);

@@ -56,6 +56,14 @@ export interface WarmStartSettings {
    * phase costs the copying less (docs/demo.md).
    */
   mixLr: number | null;
+  /**
+   * The most the starting policy may call the calculator (share of the probe tasks, greedy, no token
+   * given): a policy that already calls it on every task leaves GRPO nothing to change but the copying it
+   * cannot improve, and GRPO then loses accuracy (docs/demo.md, "A strong start"). 1 = no check.
+   */
+  maxStartToolUse: number;
+  /** Most steps the second phase goes on for `maxStartToolUse`. */
+  extraMixSteps: number;
 }
 
 export interface DemoSettings {
@@ -91,6 +99,8 @@ export function demoSettings(config: Config): DemoSettings {
       probeTasks: w.probe_tasks,
       mixSteps: w.mix_steps,
       mixLr: w.mix_lr,
+      maxStartToolUse: w.max_start_tool_use,
+      extraMixSteps: w.extra_mix_steps,
     },
   };
 }

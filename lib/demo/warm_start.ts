@@ -13,7 +13,12 @@
  * 2. mix: `mixSteps` steps on all traces, a share `directFraction` of them answering at once with a wrong
  *    number: the starting policy then often skips the calculator — the one decision GRPO has to change.
  *    The recovery traces (a broken call, the tool's error, the call again) train here only, so the copy
- *    phase is the same with or without them (docs/demo.md).
+ *    phase is the same with or without them (docs/demo.md). After a long copy phase the call can be so
+ *    ingrained that the mix does not move it, and the greedy policy calls on every task: GRPO then has
+ *    nothing to change but copying it cannot improve, and lost accuracy doing so (docs/demo.md, "A strong
+ *    start"). So the phase ends with a probe of the policy as GRPO will start it (no token given), and goes
+ *    on at a tenth of the peak rate, `probeEvery` steps at a time, while it calls the calculator on more
+ *    than `maxStartToolUse` of the probe tasks (at most `extraMixSteps` more steps).
  *
  * The learning rate: a linear warm-up, then a cosine decay towards a tenth at `copyMaxSteps`; the mix
  * phase decays from `settings.mixLr` (or from where the copy phase stopped) to a tenth (`copyLr`, `mixLr`:
@@ -44,8 +49,9 @@ export { tracePlans, type WarmStartInputs, writeWarmStartBatch, wrongAnswer } fr
 
 /** One warm-start event: a step (with its loss) or a probe (with what it measured). */
 export type WarmStartEvent =
-  | { kind: "step"; phase: "copy" | "mix"; step: number; loss: number }
-  | { kind: "probe"; probe: ProbeResult };
+  | { kind: "step"; phase: "copy" | "mix" | "extra"; step: number; loss: number }
+  | { kind: "probe"; probe: ProbeResult }
+  | { kind: "start_probe"; probe: ProbeResult };
 
 /** Called after each warm-start step and probe. */
 export type WarmStartProgress = (event: WarmStartEvent) => void;
@@ -60,6 +66,10 @@ export interface WarmStartResult {
   copySteps: number;
   /** Every probe, in order; the last one is taken after the mix phase. */
   probes: ProbeResult[];
+  /** Steps the mix phase went on for `maxStartToolUse` (after its `mixSteps`). */
+  extraMixSteps: number;
+  /** The probes of the policy GRPO starts from (greedy, no token given), after the mix phase's steps. */
+  startProbes: ProbeResult[];
   seconds: number;
 }
 
@@ -105,10 +115,12 @@ export async function warmStart(i: WarmStartInputs, onEvent?: WarmStartProgress)
   const batch = await readStageFile(await writeWarmStartBatch(i), "batch");
   const pools = requireCopyPool(tracePools(batch), batch.path, s);
   const probe = await WarmStartProbe.open(i.session, probeTasks(i));
+  const startProbe = await WarmStartProbe.open(i.session, probeTasks(i), { firstTokenGiven: false });
   const metrics: StepMetrics[] = [];
   const probes: ProbeResult[] = [];
+  const startProbes: ProbeResult[] = [];
   let last: CheckpointOutput<TrainSummary> | undefined;
-  const sft = async (pool: number[], local: number, lr: number, phase: "copy" | "mix") => {
+  const sft = async (pool: number[], local: number, lr: number, phase: "copy" | "mix" | "extra") => {
     const rows = stepRows(pool, s, local, phase);
     last = await train(i.session, batch, { step: metrics.length, rows, lr });
     const [row] = last.summary.metrics;
@@ -120,6 +132,12 @@ export async function warmStart(i: WarmStartInputs, onEvent?: WarmStartProgress)
     probes.push(await probe.run(metrics.length, adapter));
     onEvent?.({ kind: "probe", probe: probes.at(-1)! });
   };
+  const callsTooOften = async () => {
+    const { adapter } = (await i.session.trainer()).checkpoint;
+    startProbes.push(await startProbe.run(metrics.length, adapter));
+    onEvent?.({ kind: "start_probe", probe: startProbes.at(-1)! });
+    return startProbes.at(-1)!.toolUse > s.maxStartToolUse;
+  };
   let copySteps = 0;
   while (copySteps < s.copyMaxSteps) {
     await sft(pools.tool, copySteps, copyLr(s, copySteps + 1), "copy");
@@ -130,6 +148,11 @@ export async function warmStart(i: WarmStartInputs, onEvent?: WarmStartProgress)
   }
   const start = s.mixLr ?? copyLr(s, Math.max(copySteps, 1));
   for (let k = 0; k < s.mixSteps; k++) await sft(pools.all, k, mixLr(s, k, start), "mix");
+  let extra = 0;
+  while (s.maxStartToolUse < 1 && last && await callsTooOften() && extra < s.extraMixSteps) {
+    const chunk = Math.min(s.probeEvery, s.extraMixSteps - extra);
+    for (let k = 0; k < chunk; k++, extra++) await sft(pools.all, s.mixSteps + extra, s.lr / 10, "extra");
+  }
   if (!last) throw new RangeError("warm start: copyMaxSteps + mixSteps must be at least 1");
   await probeNow();
   const out = resolve(join(i.dir, "adapter"));
@@ -139,7 +162,15 @@ export async function warmStart(i: WarmStartInputs, onEvent?: WarmStartProgress)
     ...last,
     checkpoint: { ...last.checkpoint, state: { ...state, optimizer: fresh } },
   });
-  return { out, metrics, copySteps, probes, seconds: (performance.now() - started) / 1000 };
+  return {
+    out,
+    metrics,
+    copySteps,
+    probes,
+    extraMixSteps: extra,
+    startProbes,
+    seconds: (performance.now() - started) / 1000,
+  };
 }
 
 /** The probe's tasks: training tasks after the traces' (the first ones when there are none left). */
@@ -197,7 +228,12 @@ export function requireCopyPool(pools: TracePools, path: string, s: WarmStartSet
  * The rows of a phase's step `local` (0-based): the next `tracesPerStep` of its pool, walking through it
  * in an order reshuffled each pass.
  */
-function stepRows(pool: number[], s: WarmStartSettings, local: number, phase: "copy" | "mix"): number[] {
+function stepRows(
+  pool: number[],
+  s: WarmStartSettings,
+  local: number,
+  phase: "copy" | "mix" | "extra",
+): number[] {
   const out: number[] = [];
   for (let k = local * s.tracesPerStep; out.length < s.tracesPerStep; k++) {
     const pass = Math.floor(k / pool.length);

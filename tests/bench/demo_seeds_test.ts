@@ -24,6 +24,7 @@ Deno.test("demoSeedsTable: one row per seed as wide as its header, the calls his
       after: point(0.54, [0, 1, 191, 8]),
       gain: 52.5,
       copySteps: 1400,
+      extraMixSteps: 300,
       minutes: 7.7,
       cpuMinutes: 15.2,
       load: [2.1, 2.0],
@@ -35,6 +36,7 @@ Deno.test("demoSeedsTable: one row per seed as wide as its header, the calls his
       after: point(0.785, [0, 0, 200]),
       gain: 71.5,
       copySteps: 1400,
+      extraMixSteps: 0,
       minutes: 7.3,
       cpuMinutes: 14.3,
       load: [2.0, 2.1],
@@ -48,6 +50,7 @@ Deno.test("demoSeedsTable: one row per seed as wide as its header, the calls his
   const seed3 = cells(table[2]);
   assert.equal(seed3[header.indexOf("episodes by successful calls, after")], "1: 1, 2: 191, 3: 8");
   assert.equal(seed3[header.indexOf("successful calls / episode before → after")], "0.000 → 2.035");
+  assert.equal(seed3[header.indexOf("extra mix steps")], "300");
   assert.match(cells(table[3])[1], /^failed: exit 1/);
   assert.equal(lines.at(-1), "Mean gain +62.0 points; worst +52.5 points (2 of 3 runs finished).");
 });

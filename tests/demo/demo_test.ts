@@ -98,7 +98,16 @@ Deno.test("the demo reports the figures of its warm-start and final adapters, an
     assert.deepEqual(await readDemoSummary(config.loop.run_dir), r);
     assert.ok(r.cpuSeconds > 0 && r.seconds > 0);
     assert.equal(r.warmStart.copySteps, 80);
-    assert.deepEqual(r.warmStart.probes.map((p) => p.step), [40, 80, 82]);
+    // The start check: the mix phase went on, probe_every steps at a time, while the greedy policy called
+    // the calculator on more than half the probe tasks (this tiny model does after its copy phase).
+    const extra = r.warmStart.extraMixSteps;
+    assert.deepEqual(r.warmStart.probes.map((p) => p.step), [40, 80, 82 + extra]);
+    assert.deepEqual(
+      r.warmStart.startProbes.map((p) => p.step),
+      Array.from({ length: extra / 40 + 1 }, (_, k) => 82 + 40 * k),
+    );
+    assert.ok(r.warmStart.startProbes.slice(0, -1).every((p) => p.toolUse > 0.5));
+    assert.ok(r.warmStart.startProbes.at(-1)!.toolUse <= 0.5 || extra === 1500);
     const lines = summaryLines({ train: 7, rollout: 4 }, r);
     assert.match(lines[0], /^seed 7 \(train\.seed; rollout\.generation\.seed 4\)$/);
     assert.ok(lines[1].includes(`${(100 * r.before.accuracy).toFixed(1)}% after the warm start`), lines[1]);
@@ -145,6 +154,8 @@ Deno.test("the closing line names the ceiling the warm start met, and says when 
       seeds: { train: 1, rollout: 1, model: 1, warmStart: 1 },
       copySteps: 800,
       mixSteps: 300,
+      extraMixSteps: 0,
+      startProbes: [{ step: 1100, accuracy: 0.1, toolUse: 0, callsOk: 0 }],
       probes: [{ step: 800, accuracy: 0.5, toolUse: 1, callsOk: 1 }, {
         step: 1100,
         accuracy: ceiling,

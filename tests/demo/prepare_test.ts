@@ -27,6 +27,9 @@ import {
 import { openSession } from "../../lib/pipeline/mod.ts";
 import type { WarmStartSettings } from "../../lib/demo/settings.ts";
 import type { Config } from "../../lib/config/schema.ts";
+import type { Policy } from "../../lib/engine/policy.ts";
+import { calculatorCallText, finalAnswerText } from "../../lib/demo/teacher.ts";
+import { ScriptedPolicy } from "../helpers/scripted_policy.ts";
 import { openModelDir } from "../../lib/model/model_dir.ts";
 import { loadCheckpoint } from "../../lib/train/checkpoint.ts";
 import { loadTokenizer } from "../../lib/model/tokenizer.ts";
@@ -131,10 +134,12 @@ async function warmStartIn(
   settings: WarmStartSettings,
   root: string,
   onEvent?: Parameters<typeof warmStart>[1],
+  policy?: Policy,
 ) {
   const session = openSession(warmStartConfig(config, settings), hash, {
     adapter: null,
     showProgress: false,
+    open: policy ? { policy } : undefined,
   });
   try {
     const result = await warmStart({ session, tasks, settings, dir: root }, onEvent);
@@ -166,7 +171,7 @@ Deno.test("warmStart trains in one process, probes, lowers the loss, and saves a
     hash,
     settings,
     root,
-    (e) => events.push(e.kind === "step" ? `${e.phase} ${e.step}` : `probe ${e.probe.step}`),
+    (e) => events.push(e.kind === "step" ? `${e.phase} ${e.step}` : `${e.kind} ${e.probe.step}`),
   );
   assert.deepEqual(events, [
     "copy 1",
@@ -179,9 +184,11 @@ Deno.test("warmStart trains in one process, probes, lowers the loss, and saves a
     "mix 6",
     "mix 7",
     "mix 8",
+    "start_probe 8",
     "probe 8",
   ]);
   assert.equal(result.copySteps, 4);
+  assert.equal(result.extraMixSteps, 0, "a random model calls no calculator: the mix phase does not go on");
   assert.equal(result.metrics.length, 8);
   assert.ok(result.probes.every((p) => p.accuracy >= 0 && p.accuracy <= 1 && p.toolUse <= 1));
   const first = result.metrics.slice(0, 2).reduce((a, m) => a + m.loss, 0);
@@ -209,6 +216,70 @@ Deno.test("the copy phase ends at the first probe that reaches copy_accuracy", a
   assert.equal(result.copySteps, 2);
   assert.deepEqual(result.probes.map((p) => p.step), [2, 3]);
   assert.equal(result.metrics.length, 3);
+});
+
+Deno.test("the mix phase goes on while the policy GRPO would start from calls the calculator too often", async () => {
+  const { config, hash, root, tokenizer } = await setup();
+  // The probes' policy: a call that runs, then an answer, until `calling` is turned off.
+  let calling = true;
+  const policy = new ScriptedPolicy(
+    tokenizer,
+    (_prompt, turn) => calling && turn === 1 ? calculatorCallText("2+3") : finalAnswerText("5"),
+  );
+  const settings = {
+    ...DEMO.warmStart,
+    traces: 8,
+    tracesPerStep: 4,
+    copyMaxSteps: 2,
+    copyAccuracy: 1,
+    probeEvery: 2,
+    probeTasks: 2,
+    mixSteps: 1,
+    maxStartToolUse: 0.5,
+    extraMixSteps: 5,
+  };
+  const events: string[] = [];
+  const result = await warmStartIn(config, hash, settings, root, (e) => {
+    events.push(e.kind === "step" ? `${e.phase} ${e.step}` : `${e.kind} ${e.probe.step}`);
+    // After the third start probe the policy answers at once: the phase stops going on.
+    if (e.kind === "start_probe" && events.filter((x) => x.startsWith("start_probe")).length === 3) {
+      calling = false;
+    }
+  }, policy);
+  assert.deepEqual(events, [
+    "copy 1",
+    "copy 2",
+    "probe 2",
+    "mix 3",
+    "start_probe 3",
+    "extra 4",
+    "extra 5",
+    "start_probe 5",
+    "extra 6",
+    "extra 7",
+    "start_probe 7",
+    "extra 8",
+    "start_probe 8",
+    "probe 8",
+  ]);
+  assert.equal(result.extraMixSteps, 5);
+  assert.deepEqual(result.startProbes.map((p) => p.toolUse), [1, 1, 1, 0]);
+
+  // At the cap the phase stops whatever the probe says; with max_start_tool_use 1 nothing is probed.
+  calling = true;
+  const capped = await warmStartIn(config, hash, { ...settings, extraMixSteps: 2 }, root, undefined, policy);
+  assert.equal(capped.extraMixSteps, 2);
+  assert.deepEqual(capped.startProbes.map((p) => [p.step, p.toolUse]), [[3, 1], [5, 1]]);
+  const unchecked = await warmStartIn(
+    config,
+    hash,
+    { ...settings, maxStartToolUse: 1 },
+    root,
+    undefined,
+    policy,
+  );
+  assert.equal(unchecked.extraMixSteps, 0);
+  assert.deepEqual(unchecked.startProbes, []);
 });
 
 Deno.test("the warm start's learning rate: warm-up, a cosine over the copy phase, then on to a tenth", () => {

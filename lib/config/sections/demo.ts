@@ -85,6 +85,20 @@ const warm_start = {
     doc: "learning rate the second phase starts at (then a cosine decay to a tenth of lr); null = the rate " +
       "the first phase stopped at",
   }),
+  max_start_tool_use: float({
+    default: 0.5,
+    min: 0,
+    max: 1,
+    doc:
+      "after the second phase, a greedy probe with no token given (the policy GRPO starts from) may call " +
+      "the calculator on at most this share of the probe tasks; while it calls on more, the second phase goes " +
+      "on at a tenth of lr (probing every probe_every steps, at most extra_mix_steps more); 1 = no check",
+  }),
+  extra_mix_steps: int({
+    default: 1500,
+    min: 0,
+    doc: "most steps the second phase goes on for max_start_tool_use",
+  }),
 };
 
 export const demo = { model, warm_start };
