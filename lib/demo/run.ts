@@ -38,7 +38,7 @@ import {
   writeWarmStartRecord,
 } from "./result.ts";
 import { type DemoSettings, demoSettings, type WarmStartSettings } from "./settings.ts";
-import type { WarmStartEvent } from "./warm_start.ts";
+import type { WarmStartEvent, WarmStartPhase } from "./warm_start.ts";
 
 /** How the demo may treat what is already at its outputs. */
 export interface DemoOptions {
@@ -117,7 +117,7 @@ function warmStartProgress(w: WarmStartSettings) {
     "demo: warm start, calculator traces (until the copy probe passes)",
     w.copyMaxSteps,
   );
-  let phase: "copy" | "mix" | "extra" = "copy";
+  let phase: WarmStartPhase = "copy";
   const pct = (x: number) => `${(100 * x).toFixed(1)}%`;
   const onEvent = (e: WarmStartEvent) => {
     if (e.kind === "probe") {

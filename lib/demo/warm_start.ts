@@ -47,9 +47,12 @@ import { type WarmStartInputs, writeWarmStartBatch } from "./traces.ts";
 
 export { tracePlans, type WarmStartInputs, writeWarmStartBatch, wrongAnswer } from "./traces.ts";
 
+/** The warm start's phases: copy, mix, and the mix going on for the start check (`extra`). */
+export type WarmStartPhase = "copy" | "mix" | "extra";
+
 /** One warm-start event: a step (with its loss) or a probe (with what it measured). */
 export type WarmStartEvent =
-  | { kind: "step"; phase: "copy" | "mix" | "extra"; step: number; loss: number }
+  | { kind: "step"; phase: WarmStartPhase; step: number; loss: number }
   | { kind: "probe"; probe: ProbeResult }
   | { kind: "start_probe"; probe: ProbeResult };
 
@@ -120,7 +123,7 @@ export async function warmStart(i: WarmStartInputs, onEvent?: WarmStartProgress)
   const probes: ProbeResult[] = [];
   const startProbes: ProbeResult[] = [];
   let last: CheckpointOutput<TrainSummary> | undefined;
-  const sft = async (pool: number[], local: number, lr: number, phase: "copy" | "mix" | "extra") => {
+  const sft = async (pool: number[], local: number, lr: number, phase: WarmStartPhase) => {
     const rows = stepRows(pool, s, local, phase);
     last = await train(i.session, batch, { step: metrics.length, rows, lr });
     const [row] = last.summary.metrics;
@@ -232,7 +235,7 @@ function stepRows(
   pool: number[],
   s: WarmStartSettings,
   local: number,
-  phase: "copy" | "mix" | "extra",
+  phase: WarmStartPhase,
 ): number[] {
   const out: number[] = [];
   for (let k = local * s.tracesPerStep; out.length < s.tracesPerStep; k++) {
