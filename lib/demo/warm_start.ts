@@ -130,17 +130,16 @@ export async function warmStart(i: WarmStartInputs, onEvent?: WarmStartProgress)
     metrics.push(row);
     onEvent?.({ kind: "step", phase, step: metrics.length, loss: row.loss });
   };
-  const probeNow = async () => {
+  // Runs `p` on the adapter as it stands, records the result in `into` and reports it as `kind`.
+  const probeWith = async (p: WarmStartProbe, into: ProbeResult[], kind: "probe" | "start_probe") => {
     const { adapter } = (await i.session.trainer()).checkpoint;
-    probes.push(await probe.run(metrics.length, adapter));
-    onEvent?.({ kind: "probe", probe: probes.at(-1)! });
+    into.push(await p.run(metrics.length, adapter));
+    onEvent?.({ kind, probe: into.at(-1)! });
+    return into.at(-1)!;
   };
-  const callsTooOften = async () => {
-    const { adapter } = (await i.session.trainer()).checkpoint;
-    startProbes.push(await startProbe.run(metrics.length, adapter));
-    onEvent?.({ kind: "start_probe", probe: startProbes.at(-1)! });
-    return startProbes.at(-1)!.toolUse > s.maxStartToolUse;
-  };
+  const probeNow = () => probeWith(probe, probes, "probe");
+  const callsTooOften = async () =>
+    (await probeWith(startProbe, startProbes, "start_probe")).toolUse > s.maxStartToolUse;
   let copySteps = 0;
   while (copySteps < s.copyMaxSteps) {
     await sft(pools.tool, copySteps, copyLr(s, copySteps + 1), "copy");
