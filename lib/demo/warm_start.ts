@@ -150,10 +150,12 @@ export async function warmStart(i: WarmStartInputs, onEvent?: WarmStartProgress)
   }
   const start = s.mixLr ?? copyLr(s, Math.max(copySteps, 1));
   for (let k = 0; k < s.mixSteps; k++) await sft(pools.all, k, mixLr(s, k, start), "mix");
+  // Extra mix steps go on at the rate the mix phase ended at.
+  const extraLr = mixLr(s, s.mixSteps - 1, start);
   let extra = 0;
   while (s.maxStartToolUse < 1 && last && await callsTooOften() && extra < s.extraMixSteps) {
     const chunk = Math.min(s.probeEvery, s.extraMixSteps - extra);
-    for (let k = 0; k < chunk; k++, extra++) await sft(pools.all, s.mixSteps + extra, s.lr / 10, "extra");
+    for (let k = 0; k < chunk; k++, extra++) await sft(pools.all, s.mixSteps + extra, extraLr, "extra");
   }
   if (!last) throw new RangeError("warm start: copyMaxSteps + mixSteps must be at least 1");
   await probeNow();

@@ -77,11 +77,12 @@ export class Trainer {
   readonly tokenInputs: readonly TokenInput[];
   readonly #session: EngineSession;
   /**
-   * The group tensors fed last, per LoRA scale (the reference pass runs at 0): every micro-batch of an
-   * optimizer step reads the same parameters, so they are rebuilt only when the parameter map or its
-   * revision (`paramsRevision`, advanced by each optimizer step) changes.
+   * The group tensors built per parameter map and LoRA scale (the reference pass runs the base model at 0,
+   * or the run's starting adapter at the policy's scale): every micro-batch of an optimizer step reads the
+   * same parameters, so each map's tensors are rebuilt only when its revision (`paramsRevision`, advanced by
+   * each optimizer step) changes, and a reference pass between two policy passes rebuilds neither.
    */
-  readonly #grouped = new Map<number, GroupFeeds>();
+  readonly #grouped = new WeakMap<LoraWeights, Map<number, GroupFeeds>>();
   #groupBuilds = 0;
 
   private constructor(
@@ -192,14 +193,16 @@ export class Trainer {
   /** `params` in the groups layout at `scale`, in the compute dtype: cached until the parameters change. */
   #groupFeeds(params: LoraWeights, scale: number): Map<string, Float32Array | Float16Array> {
     const revision = paramsRevision(params);
-    const cached = this.#grouped.get(scale);
-    if (cached && cached.params === params && cached.revision === revision) return cached.tensors;
+    const byScale = this.#grouped.get(params) ?? new Map<number, GroupFeeds>();
+    this.#grouped.set(params, byScale);
+    const cached = byScale.get(scale);
+    if (cached && cached.revision === revision) return cached.tensors;
     const half = this.spec.compute === "float16";
     const grouped = groupedLora(this.model.config, this.spec.lora, params, scale);
     const tensors = new Map(
       [...grouped].map(([name, data]) => [name, half ? Float16Array.from(data) : data]),
     );
-    this.#grouped.set(scale, { params, revision, tensors });
+    byScale.set(scale, { revision, tensors });
     this.#groupBuilds += 1;
     return tensors;
   }
@@ -247,7 +250,6 @@ export class Trainer {
 
 /** The group tensors built from one parameter map at one of its revisions. */
 interface GroupFeeds {
-  params: LoraWeights;
   revision: number;
   tensors: Map<string, Float32Array | Float16Array>;
 }

@@ -67,14 +67,27 @@ export async function fileHash(path: string): Promise<string> {
   return await sha256Hex(await Deno.readFile(path));
 }
 
+/** What a test changes in `tinyLoopConfig`'s config. */
+export interface TinyLoopExtra {
+  /** Lines added to these sections (YAML, indented by two spaces). */
+  rollout?: string;
+  mask?: string;
+  train?: string;
+  loop?: string;
+  /** `score.rewards` as a YAML flow mapping (default `{ format: 0.0 }`). */
+  rewards?: string;
+  rewardModule?: string;
+  /** `loop.steps` (default 3). */
+  steps?: number;
+}
+
 /**
  * A temporary directory with a loop config on a tiny model: 3 steps of 2 tasks × 4 samples, an ASCII reward
- * module (or `rewardModule`), a checkpoint every step, LoRA r 4; `mask`, `train` and `loop` add lines to those
- * sections (YAML, indented by two spaces).
+ * module (or `rewardModule`), a checkpoint every step, LoRA r 4; `extra` changes what its fields name.
  */
 export async function tinyLoopConfig(
   prefix: string,
-  extra: { mask?: string; train?: string; loop?: string; rewardModule?: string } = {},
+  extra: TinyLoopExtra = {},
 ): Promise<{ dir: string; config: string }> {
   const dir = await Deno.makeTempDir({ prefix });
   const config = join(dir, "config.yaml");
@@ -89,15 +102,15 @@ rollout:
   tasks_per_step: 2
   max_batch: 8
   generation: { max_new_tokens: 8, max_total_tokens: 512, enable_thinking: false }
-score:
-  rewards: { format: 0.0 }
+${extra.rollout ?? ""}score:
+  rewards: ${extra.rewards ?? "{ format: 0.0 }"}
   modules: [${extra.rewardModule ?? join(ROOT, "tests/fixtures/ascii_reward.ts")}]
   module_weights: [1.0]
 ${extra.mask ? `mask:\n${extra.mask}` : ""}train:
   lora: { r: 4, alpha: 8 }
   optimizer: { lr: 0.01 }
 ${extra.train ?? ""}loop:
-  steps: 3
+  steps: ${extra.steps ?? 3}
   eval_every: 0
   save_every: 1
 ${extra.loop ?? ""}eval:

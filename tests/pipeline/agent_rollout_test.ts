@@ -18,7 +18,7 @@ import { loadTokenizer } from "../../lib/model/tokenizer.ts";
 import { mask, openSession, rollout, score } from "../../lib/pipeline/mod.ts";
 import { ROOT } from "../helpers/commands.ts";
 import { calculatorAgent } from "../helpers/gateway_server.ts";
-import { fileHash, loop } from "../helpers/loop_runs.ts";
+import { fileHash, loop, tinyLoopConfig } from "../helpers/loop_runs.ts";
 import { makeTinyModel } from "../helpers/tiny_model.ts";
 
 const TASK: Task = { id: "t0", source: "arithmetic", prompt: "Compute 1234 * 5678.", answer: "7006652" };
@@ -102,35 +102,11 @@ Deno.test("rollout.environment agent: an agent that sends no episode headers sto
 });
 
 Deno.test("deno task loop trains an agent module: two steps, the second step's agent served the first step's adapter", async () => {
-  const dir = await Deno.makeTempDir({ prefix: "agent-loop-" });
-  const config = join(dir, "config.yaml");
-  await Deno.writeTextFile(
-    config,
-    `model:
-  path: ${await makeTinyModel()}
-data:
-  arithmetic: { num_tasks: 8 }
-rollout:
-  group_size: 4
-  tasks_per_step: 2
-  max_batch: 8
-  generation: { max_new_tokens: 8, max_total_tokens: 512, enable_thinking: false }
-  environment: { kind: agent, module: ${join(ROOT, "examples/agents/openai_agent.ts")} }
-score:
-  rewards: { agent: 1.0 }
-  modules: [${join(ROOT, "tests/fixtures/ascii_reward.ts")}]
-  module_weights: [1.0]
-train:
-  lora: { r: 4, alpha: 8 }
-  optimizer: { lr: 0.01 }
-loop:
-  steps: 2
-  eval_every: 0
-  save_every: 1
-eval:
-  num_tasks: 4
-`,
-  );
+  const { dir, config } = await tinyLoopConfig("agent-loop-", {
+    rollout: `  environment: { kind: agent, module: ${join(ROOT, "examples/agents/openai_agent.ts")} }\n`,
+    rewards: "{ agent: 1.0 }",
+    steps: 2,
+  });
   const run = join(dir, "run");
   const done = await loop(config, run);
   assert.equal(done.code, 0, done.stderr);

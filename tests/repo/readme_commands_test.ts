@@ -143,8 +143,30 @@ Deno.test("README says, before its first plain `deno task` example, the one line
   const text = await Deno.readTextFile(join(ROOT, "README.md"));
   const pinned = /npx -y (deno@[\d.]+) task/.exec(text)?.[1];
   assert.ok(pinned, "no npx set-up line");
-  const alias = text.indexOf(`alias deno='npx -y ${pinned}'`);
+  // The alias names the binary npx fetched, not npx itself: a SIGTERM then reaches `deno task` (issue 32).
+  const line = `alias deno="$(npx -y ${pinned} eval 'console.log(Deno.execPath())')"`;
+  const alias = text.indexOf(line);
   const firstPlain = text.search(/^deno task /m);
-  assert.ok(alias >= 0, `no "alias deno='npx -y ${pinned}'" line`);
+  assert.ok(alias >= 0, `no ${line} line`);
   assert.ok(alias < firstPlain, "the alias line comes after the first plain deno task example");
+});
+
+Deno.test("README's alias line names the pinned Deno binary itself, so no npm process stands above `deno task`", async () => {
+  const text = await Deno.readTextFile(join(ROOT, "README.md"));
+  const line = /^alias deno="(.*)"$/m.exec(text)?.[1];
+  assert.ok(line, "no alias line");
+  // What the shell substitutes when the user pastes the line: run it as the user's shell would.
+  const out = await new Deno.Command("bash", { args: ["-c", `printf %s "${line}"`], stderr: "inherit" })
+    .output();
+  const binary = new TextDecoder().decode(out.stdout);
+  assert.ok(
+    binary.startsWith("/") && !/npx|npm-exec/.test(binary.split("/").at(-1)!),
+    `alias names ${binary}`,
+  );
+  const version = await new Deno.Command(binary, { args: ["--version"] }).output();
+  const pinned = /npx -y deno@([\d.]+) task/.exec(text)![1];
+  assert.match(
+    new TextDecoder().decode(version.stdout),
+    new RegExp(`^deno ${pinned.replaceAll(".", "\\.")} `),
+  );
 });

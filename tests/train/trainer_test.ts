@@ -273,6 +273,11 @@ Deno.test("the trainer reuses the grouped adapter within an optimizer step and r
     );
     assert.notDeepEqual(after.logprobs, first.logprobs, "the step moved the log-probs");
     assert.equal(trainer.groupBuilds, 3, "rebuilt after the step, and for the copy");
+    // A reference pass from the starting adapter between policy passes (train.loss.reference: initial).
+    await trainer.run(mb, adapter.weights, s.scalars);
+    await trainer.run(mb, copy, s.scalars);
+    await trainer.run(mb, adapter.weights, s.scalars);
+    assert.equal(trainer.groupBuilds, 3, "two maps run in turn keep their groups");
   } finally {
     await trainer.close();
   }
