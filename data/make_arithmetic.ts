@@ -7,7 +7,11 @@
  * or skip the file and use `data.source: arithmetic`, which generates the same tasks in memory.
  * Without `--out` the lines go to stdout. Bad flags print one line and exit 2.
  */
+import { dirname, resolve } from "node:path";
 import { parseArgs } from "@std/cli";
+import { writeTextAtomic } from "../lib/fs/atomic.ts";
+import { specialKind } from "../lib/fs/output.ts";
+import { statOrNull } from "../lib/fs/stat.ts";
 import { UserError } from "../lib/errors.ts";
 import { type ArithmeticOptions, generateArithmeticTasks } from "../lib/data/arithmetic.ts";
 import type { Task } from "../lib/data/task.ts";
@@ -55,7 +59,7 @@ export async function main(argv: string[]): Promise<number> {
       return 0;
     }
     const text = toJsonl(generateArithmeticTasks(optionsFromFlags(values)));
-    if (typeof values.out === "string") await writeAtomic(values.out, text);
+    if (typeof values.out === "string") await writeOutput(values.out, text);
     else await Deno.stdout.write(new TextEncoder().encode(text));
     return 0;
   } catch (err) {
@@ -66,11 +70,28 @@ export async function main(argv: string[]): Promise<number> {
   }
 }
 
-/** Writes through a temp file and a rename, so an interrupted run leaves the old file or none. */
-async function writeAtomic(path: string, text: string): Promise<void> {
-  const tmp = `${path}.tmp-${Deno.pid}`;
-  await Deno.writeTextFile(tmp, text);
-  await Deno.rename(tmp, path);
+/**
+ * Writes `text` to `path` through the toolkit's atomic writer (an interrupted run leaves the old file or
+ * none, and no temporary file), after refusing in one line what is not a regular file or a new name in an
+ * existing directory: a directory, a device, /proc or /sys, a symlink loop, an over-long name.
+ */
+async function writeOutput(path: string, text: string): Promise<void> {
+  const what = `--out ${path}`;
+  const info = await statOrNull(path, what);
+  if (info && !info.isFile) {
+    throw new UserError(what, {
+      why: `it is ${specialKind(info) ?? "a directory"}, not a file, so the tasks cannot be written there`,
+      fix: "pass --out a .jsonl file name (an existing file is replaced)",
+    });
+  }
+  const parent = dirname(resolve(path));
+  if (!(await statOrNull(parent, what))?.isDirectory) {
+    throw new UserError(what, {
+      why: `its directory ${parent} does not exist`,
+      fix: `create it first (mkdir -p ${parent}) or pass --out a file in an existing directory`,
+    });
+  }
+  await writeTextAtomic(path, text);
 }
 
 if (import.meta.main) Deno.exit(await main(Deno.args));

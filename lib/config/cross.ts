@@ -167,8 +167,15 @@ const webgpuOptions: Rule = ({ model }) => {
   }
 };
 
-/** Every source but the generator reads a file. */
+/** Every source but the generator reads a file; the generator reads none, so a named file would be ignored. */
 const dataPath: Rule = ({ data }) => {
+  if (data.source === "arithmetic" && data.path !== null) {
+    throw new UserError("config key data.path", {
+      value: data.path,
+      why: "data.source is arithmetic, which generates its tasks and reads no file, so the file would be ignored",
+      fix: `set data.source to the file's kind (--data.source=jsonl, parquet, gsm8k, mbpp) or remove data.path`,
+    });
+  }
   if (data.source !== "arithmetic" && data.path === null) {
     throw new UserError("config key data.path", {
       value: null,

@@ -355,6 +355,8 @@ Deno.test("cross-field rules run before any model loads", () => {
   validateConfig({ rollout: { tools: { ...noSandbox, unsafe_no_sandbox: true } } });
   expectUserError(() => validateWith("rollout.tools.enabled", ["read_file"]), "read_file_root");
   expectUserError(() => validateWith("data.source", "gsm8k"), "data.path", "gsm8k");
+  // The generator reads no file: a data.path beside it was silently ignored (probe of 2026-11-28).
+  expectUserError(() => validateWith("data.path", "tasks.jsonl"), 'data.path (got "tasks.jsonl")', "ignored");
   expectUserError(() => validateWith("data.arithmetic.min_operands", 5), "min_operands (got 5)");
   // Bounded time: a million synthetic tasks did not finish in minutes; 100,000 is the most.
   expectUserError(

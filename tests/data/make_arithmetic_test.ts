@@ -22,3 +22,35 @@ Deno.test("data/README.md's make_arithmetic command runs as written and leaves n
   assert.equal((await Deno.readTextFile(out)).trim().split("\n").length, 200);
   assert.deepEqual([...Deno.readDirSync(dir)].map((e) => e.name), ["arithmetic.jsonl"]);
 });
+
+Deno.test("make_arithmetic: an --out that is a directory, a device, a loop, too long or in no directory is one line, exit 2, nothing written", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "make-arithmetic-bad-" });
+  await Deno.mkdir(join(dir, "x.jsonl"));
+  await Deno.symlink(join(dir, "loop-b"), join(dir, "loop-a"));
+  await Deno.symlink(join(dir, "loop-a"), join(dir, "loop-b"));
+  const cases: Array<[string, RegExp]> = [
+    [join(dir, "x.jsonl"), /it is a directory, not a file/],
+    ["/dev/full", /may not touch it/],
+    [join(dir, "loop-a"), /symbolic link loop/],
+    [join(dir, "n".repeat(300)), /longer than/],
+    [join(dir, "missing", "x.jsonl"), /its directory .*missing does not exist/],
+  ];
+  for (const [out, why] of cases) {
+    const r = await new Deno.Command(Deno.execPath(), {
+      // The README's permission flags: /dev needs --allow-all, which the command does not have.
+      args: ["run", "--allow-read", "--allow-write", "data/make_arithmetic.ts", "--n", "3", "--out", out],
+      cwd: ROOT,
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    const err = new TextDecoder().decode(r.stderr);
+    assert.equal(r.code, 2, `${out}: ${err}`);
+    assert.match(err, why, out);
+    assert.equal(err.trim().split("\n").length, 1, `${out}: one line, no stack trace: ${err}`);
+  }
+  assert.deepEqual(
+    [...Deno.readDirSync(dir)].map((e) => e.name).sort(),
+    ["loop-a", "loop-b", "x.jsonl"],
+    "no temporary file",
+  );
+});
