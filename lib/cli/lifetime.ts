@@ -11,13 +11,17 @@
  * `prctl(PR_SET_PDEATHSIG)` would need `--allow-ffi`, which score and mask do not have, and exists on
  * Linux only. Only stages started by `deno task` are watched: a stage run directly and detached on
  * purpose (`nohup deno run ... &`, then the shell exits) keeps running. SIGTERM is what `deno task`
- * forwards when it receives one (measured with Deno 2.9), so it arrives here either way. Through npx,
- * `npm exec` and its `sh -c` forward nothing: a SIGTERM to npx leaves `deno task` running, re-parented,
- * and its stage with it (the stage cannot see its grandparent without reading /proc, which the tasks'
- * flags refuse): docs/serving.md, "Stopping", says how to stop such a process.
+ * forwards when it receives one (measured with Deno 2.9), so it arrives here either way. Through npx
+ * (`npm exec` → `sh -c` → `deno task` → the stage), `npm exec` and its `sh -c` forward nothing and die
+ * alone on a SIGTERM, leaving `deno task` re-parented and the stage running: so a stage started through
+ * npx also watches its `deno task` parent's own parent, read from /proc through libc (proc_parent.ts; only
+ * stages with `--allow-ffi` can, which serve, loop, rollout, train, eval, demo and report have; score and
+ * mask stop with their `deno task` only).
  *
  * @module
  */
+
+import { parentPidOf } from "./proc_parent.ts";
 
 /** Exit code of a stage stopped by SIGTERM (128 + 15, as the shell reports it). */
 export const EXIT_SIGTERM = 143;
@@ -46,12 +50,30 @@ export function stopWithParent(stage: string, resumeHint?: string): void {
     Deno.addSignalListener("SIGTERM", () => stop("stopped by SIGTERM", EXIT_SIGTERM));
   }
   if (!startedByDenoTask()) return;
+  const wrapper = startedByNpx() ? parentPidOf(parentAtStart) : null;
   const timer = setInterval(() => {
     if (Deno.ppid !== parentAtStart) {
       stop(`stopped: its parent process (pid ${parentAtStart}, deno task) is gone`, EXIT_ORPHANED);
     }
+    // `deno task` re-parented: the npx above it is gone (a vanished deno task reads null: handled above).
+    const now = wrapper === null ? null : parentPidOf(parentAtStart);
+    if (now !== null && now !== wrapper) {
+      stop(
+        `stopped: the npx above its deno task is gone (deno task's parent, pid ${wrapper}, exited)`,
+        EXIT_ORPHANED,
+      );
+    }
   }, PARENT_CHECK_MS);
   Deno.unrefTimer(timer);
+}
+
+/** Whether npx (`npm exec`) started the `deno task` that started this process. */
+function startedByNpx(): boolean {
+  try {
+    return Deno.env.get("npm_command") === "exec";
+  } catch {
+    return false;
+  }
 }
 
 /**

@@ -107,6 +107,42 @@ Deno.test("deno task serve stopped by SIGTERM exits 143, leaves no process behin
   Deno.listen({ hostname: "127.0.0.1", port }).close(); // throws AddrInUse if a server still holds it
 });
 
+Deno.test("deno task serve started through npx: npx and its sh -c killed (they forward nothing), the server stops and frees its port", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "serve-npx-" });
+  const config = await configFor(dir, await makeTinyModel());
+  // npx's chain as measured: `npm exec` → `sh -c 'deno task …'` → deno task → the stage. A SIGTERM to npx
+  // ends npx and the sh alone; here the sh stands for both (`; :` keeps it the deno task's parent).
+  const task = [Deno.execPath(), "task", "--quiet", "--config", join(ROOT, "deno.json"), "serve"];
+  const sh = new Deno.Command("sh", {
+    args: ["-c", `"$@"; :`, "sh", ...task, "--config", config, "--port", "0"],
+    cwd: dir,
+    stdout: "piped",
+    stderr: "piped",
+    env: { NO_COLOR: "1", npm_command: "exec", npm_config_user_agent: "npm/11.19.1 node/v20.20.2 linux x64" },
+  }).spawn();
+  const stderr = new Response(sh.stderr).text();
+  let port = 0;
+  try {
+    port = Number(new URL(await listeningUrl(sh.stdout)).port);
+    assert.equal(processesNaming(config).length, 3, "sh, deno task and the stage");
+  } finally {
+    sh.kill("SIGKILL");
+  }
+  await sh.status;
+  let left = processesNaming(config);
+  for (let i = 0; i < 100 && left.length > 0; i++) {
+    await new Promise((r) => setTimeout(r, 100));
+    left = processesNaming(config);
+  }
+  for (const line of left) Deno.kill(Number(line.split(":")[0]), "SIGKILL"); // leave nothing after a failure
+  assert.deepEqual(left, [], "no process left running the config");
+  assert.match(
+    await stderr,
+    /serve: stopped: the npx above its deno task is gone \(deno task's parent, pid \d+, exited\)/,
+  );
+  Deno.listen({ hostname: "127.0.0.1", port }).close(); // throws AddrInUse if a server still holds it
+});
+
 /** The command lines of the running processes whose arguments contain `text` (from /proc). */
 function processesNaming(text: string): string[] {
   const found: string[] = [];
