@@ -172,8 +172,10 @@ const dataPath: Rule = ({ data }) => {
   if (data.source === "arithmetic" && data.path !== null) {
     throw new UserError("config key data.path", {
       value: data.path,
-      why: "data.source is arithmetic, which generates its tasks and reads no file, so the file would be ignored",
-      fix: `set data.source to the file's kind (--data.source=jsonl, parquet, gsm8k, mbpp) or remove data.path`,
+      why:
+        "data.source is arithmetic, which generates its tasks and reads no file, so the file would be ignored",
+      fix:
+        `set data.source to the file's kind (--data.source=jsonl, parquet, gsm8k, mbpp) or remove data.path`,
     });
   }
   if (data.source !== "arithmetic" && data.path === null) {
@@ -255,6 +257,25 @@ const demoHeads: Rule = ({ demo: { model } }) => {
   }
 };
 
+/** An agent is a module or a command line, never both; a command line is an agent's only. */
+const agentCommand: Rule = ({ rollout: { environment: e } }) => {
+  if (e.command.length === 0) return;
+  if (e.kind !== "agent") {
+    throw new UserError("config key rollout.environment.command", {
+      value: e.command.join(" "),
+      why: `it runs an agent, and rollout.environment.kind is ${e.kind}`,
+      fix: "set rollout.environment.kind to agent, or remove the command",
+    });
+  }
+  if (e.module !== null) {
+    throw new UserError("config key rollout.environment.command", {
+      value: e.command.join(" "),
+      why: `rollout.environment.module (${e.module}) names an agent too, and an episode has one agent`,
+      fix: "keep the module or the command, not both",
+    });
+  }
+};
+
 /** Every cross-field rule, run in this order. */
 const RULES: Rule[] = [
   groupSize,
@@ -266,6 +287,7 @@ const RULES: Rule[] = [
   sandboxOptIn,
   readFileRoot,
   mcpServers,
+  agentCommand,
   dataPath,
   arithmeticRange,
   judgeEndpoint,

@@ -1,8 +1,9 @@
 /**
  * `rollout.environment.kind: agent` (docs/agents.md): the user's agent module — `run(task, client)`,
- * lib/serve/gateway/agent.ts — plays every episode against a gateway started in this process on the
- * session's policy, so the turns it asks for are sampled with the current adapter (in the loop, each step's
- * adapter, with no restart) and recorded token for token as the gateway records them. Each episode has the
+ * lib/serve/gateway/agent.ts — or command line (`rollout.environment.command`, agent_command.ts) plays
+ * every episode against a gateway started in this process on the session's policy, so the turns it asks
+ * for are sampled with the current adapter (in the loop, each step's adapter, with no restart) and
+ * recorded token for token as the gateway records them. Each episode has the
  * rollout stage's id (`s{step}/{task}/{sample}`) and seed (the client carries it), and its group is its
  * task. The rollout's sampling is imposed on every turn: `temperature`, `top_p` and `top_k` fill a request
  * that leaves them out and refuse another value (the trainer scores at that temperature);
@@ -25,6 +26,7 @@ import { Limiter } from "../rollout/limiter.ts";
 import type { Episode } from "../rollout/rollout.ts";
 import { episodeSeed } from "../rollout/seeds.ts";
 import { agentClient, type AgentRun, playEpisode } from "../serve/gateway/agent.ts";
+import { commandAgent } from "./agent_command.ts";
 import { Recorder } from "../serve/gateway/recorder.ts";
 import { startServer } from "../serve/serve.ts";
 
@@ -58,7 +60,9 @@ export async function agentRollout(
   o: AgentRolloutOptions,
 ): Promise<Episode[]> {
   const { generation: g, environment: e } = o.settings;
-  const run = await loadAgent(e.module);
+  const [run, agent] = e.command.length > 0
+    ? [commandAgent(e.command), `rollout.environment.command ${e.command.join(" ")}`]
+    : [await loadAgent(e.module), `rollout.environment.module ${e.module}`];
   let recorder: Recorder | undefined;
   const apiKey = crypto.randomUUID(); // the gateway is the run's own: other local processes get 401
   const server = await startServer(policy, {
@@ -90,7 +94,7 @@ export async function agentRollout(
     const played = await Promise.allSettled(plays.map((p) =>
       limiter.run(async () => {
         const client = agentClient(at, p.episodeId, String(p.groupId), p.seed);
-        await playOne(run, e.module!, p, client);
+        await playOne(run, agent, p, client);
       })
     ));
     const failed = played.find((r) => r.status === "rejected");
@@ -119,15 +123,15 @@ function playsOf(tasks: readonly Task[], o: AgentRolloutOptions): Play[] {
   );
 }
 
-/** Plays one episode and ends it; any failure is the agent's, named with its episode. */
-async function playOne(run: AgentRun, module: string, p: Play, client: Parameters<AgentRun>[1]) {
+/** Plays one episode and ends it; any failure is the agent's (`agent`: its config key and value), named with its episode. */
+async function playOne(run: AgentRun, agent: string, p: Play, client: Parameters<AgentRun>[1]) {
   try {
     await playEpisode(run, p.task, client);
   } catch (error) {
-    throw new UserError(`rollout.environment.module ${module}`, {
+    throw new UserError(agent, {
       why: `its agent failed in episode ${p.episodeId}: ${(error as Error).message.split("\n")[0]}`,
-      fix: "send client.headers with every chat completion and let run() return (the rollout ends the " +
-        "episode); see examples/agents/openai_agent.ts",
+      fix: "send the episode's headers with every chat completion and end normally (the rollout ends the " +
+        "episode); see examples/agents/ (openai_agent.ts; calculator_agent.py for a command)",
     });
   }
 }

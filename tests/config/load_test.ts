@@ -355,6 +355,22 @@ Deno.test("cross-field rules run before any model loads", () => {
   validateConfig({ rollout: { tools: { ...noSandbox, unsafe_no_sandbox: true } } });
   expectUserError(() => validateWith("rollout.tools.enabled", ["read_file"]), "read_file_root");
   expectUserError(() => validateWith("data.source", "gsm8k"), "data.path", "gsm8k");
+  // An agent is a module or a command line: the command alone, with another kind, would be ignored.
+  const agent = (environment: Record<string, unknown>) => validateConfig({ rollout: { environment } });
+  expectUserError(
+    () => agent({ command: ["python3", "a.py"] }),
+    "rollout.environment.command",
+    "kind is tools",
+  );
+  expectUserError(
+    () => agent({ kind: "agent", module: "a.ts", command: ["python3", "a.py"] }),
+    "rollout.environment.command",
+    "not both",
+  );
+  assert.deepEqual(agent({ kind: "agent", command: ["python3", "a.py"] }).rollout.environment.command, [
+    "python3",
+    "a.py",
+  ]);
   // The generator reads no file: a data.path beside it was silently ignored (probe of 2026-11-28).
   expectUserError(() => validateWith("data.path", "tasks.jsonl"), 'data.path (got "tasks.jsonl")', "ignored");
   expectUserError(() => validateWith("data.arithmetic.min_operands", 5), "min_operands (got 5)");

@@ -12,6 +12,7 @@ import { join } from "node:path";
 import { SYSTEM_PROMPT } from "../../examples/agents/calculator.ts";
 import { readStageFile } from "../../lib/arrow/read.ts";
 import { loadConfig } from "../../lib/config/mod.ts";
+import { UserError } from "../../lib/errors.ts";
 import type { Task } from "../../lib/data/task.ts";
 import type { ChatMessage } from "../../lib/model/chat.ts";
 import { loadTokenizer } from "../../lib/model/tokenizer.ts";
@@ -83,6 +84,56 @@ Deno.test("the openai example agent records the tools environment's tokens for t
     assert.deepEqual(e.tokens, sampled[i].tokens, `${e.episodeId}: the rollout stage's tokens`);
     assert.deepEqual(e.sampled, sampled[i].sampled);
   });
+});
+
+Deno.test("rollout.environment.command: the Python example agent records the openai agent's tokens and its reward", async () => {
+  const demo: Array<[string, string]> = [
+    ["data.system_prompt", JSON.stringify(SYSTEM_PROMPT)],
+    ["rollout.tools.enabled", "[calculator]"],
+  ];
+  const python = join(ROOT, "examples/agents/calculator_agent.py");
+  const command = await agentSession("examples/agents/openai_agent.ts", [
+    ...demo,
+    ["rollout.environment.module", "null"],
+    ["rollout.environment.command", JSON.stringify(["python3", python])],
+  ]);
+  const typescript = await agentSession("examples/agents/openai_agent.ts", demo);
+  const [played, module] = [
+    (await rollout(command, [TASK], { step: 1 })).episodes,
+    (await rollout(typescript, [TASK], { step: 1 })).episodes,
+  ];
+  assert.equal(played.length, 2);
+  played.forEach((e, i) => {
+    assert.equal(e.numTurns, 3);
+    assert.deepEqual(e.tokens, module[i].tokens, `${e.episodeId}: the module agent's tokens`);
+    assert.deepEqual(e.logprobs, module[i].logprobs);
+  });
+  const scored = await score(command, (await rollout(command, [TASK], { step: 2 })).table, { step: 2 });
+  assert.deepEqual(
+    Array.from(scored.table.getChild("reward_agent")!.toArray()),
+    [1, 1],
+    "the reward it printed",
+  );
+});
+
+Deno.test("rollout.environment.command: a command that fails, or prints a reward that is no number, stops the rollout in one line naming it and the episode", async () => {
+  const cases: Array<[string, RegExp]> = [
+    ["echo broken >&2; exit 3", /exited with status 3: broken/],
+    [`cat >/dev/null; echo '{"reward": "1"}'`, /its reward line \{"reward": "1"\} holds no finite number/],
+  ];
+  for (const [script, why] of cases) {
+    const session = await agentSession("examples/agents/openai_agent.ts", [
+      ["rollout.environment.module", "null"],
+      ["rollout.environment.command", JSON.stringify(["sh", "-c", script])],
+    ]);
+    const error = await rollout(session, [TASK], { step: 0 }).then(() => null, (e) => e as Error);
+    assert.ok(error instanceof UserError, `${script}: ${error}`);
+    assert.match(
+      error.message,
+      /^rollout\.environment\.command sh -c .*: its agent failed in episode s0\/t0\/\d: /,
+    );
+    assert.match(error.message, why);
+  }
 });
 
 Deno.test("rollout.environment agent: an agent asking another temperature stops the rollout naming it and the episode", async () => {

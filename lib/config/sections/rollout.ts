@@ -127,6 +127,12 @@ const environment = {
     doc: "TypeScript module exporting an environment (kind: module; see examples/custom_environment.ts) " +
       "or run(task, client) (kind: agent; see examples/agents/openai_agent.ts)",
   }),
+  command: listOf<string>({
+    item: { kind: "string" },
+    default: [],
+    doc: "an agent in any language, as a command line (kind: agent, instead of module): one process per " +
+      "episode, the gateway in OPENAI_BASE_URL / OPENAI_API_KEY, the task as JSON on stdin (docs/agents.md)",
+  }),
   max_turns: int({ default: 4, min: 1, max: 50, doc: "assistant turns (steps) per episode at most" }),
   stop_on_final_answer: bool({
     default: true,
