@@ -12,7 +12,8 @@
  * task, answer included, so the other configured rewards score it as usual.
  *
  * An agent that throws, or that ends without asking anything under its episode's headers, stops the
- * rollout in one line naming the module and the episode.
+ * rollout in one line naming the module and the episode — unless its episode filled the context and the
+ * gateway refused the next turn: that episode is kept, truncated, as the other environments keep one.
  *
  * @module
  */
@@ -25,7 +26,7 @@ import { importEnvironmentModule } from "../rollout/environments.ts";
 import { Limiter } from "../rollout/limiter.ts";
 import type { Episode } from "../rollout/rollout.ts";
 import { episodeSeed } from "../rollout/seeds.ts";
-import { agentClient, type AgentRun, playEpisode } from "../serve/gateway/agent.ts";
+import { agentClient, type AgentRun, endEpisode, playEpisode } from "../serve/gateway/agent.ts";
 import { commandAgent } from "./agent_command.ts";
 import { Recorder } from "../serve/gateway/recorder.ts";
 import { startServer } from "../serve/serve.ts";
@@ -94,7 +95,7 @@ export async function agentRollout(
     const played = await Promise.allSettled(plays.map((p) =>
       limiter.run(async () => {
         const client = agentClient(at, p.episodeId, String(p.groupId), p.seed);
-        await playOne(run, agent, p, client);
+        await playOne(run, agent, p, client, (id) => recorder!.isFull(id));
       })
     ));
     const failed = played.find((r) => r.status === "rejected");
@@ -123,11 +124,26 @@ function playsOf(tasks: readonly Task[], o: AgentRolloutOptions): Play[] {
   );
 }
 
-/** Plays one episode and ends it; any failure is the agent's (`agent`: its config key and value), named with its episode. */
-async function playOne(run: AgentRun, agent: string, p: Play, client: Parameters<AgentRun>[1]) {
+/**
+ * Plays one episode and ends it. An agent that fails after the gateway refused a turn of its full episode
+ * (an agent that asked again after a reply was cut at the context's end) leaves a truncated episode, which
+ * is the model's doing and so data; any other failure is the agent's (`agent`: its config key and value),
+ * named with its episode.
+ */
+async function playOne(
+  run: AgentRun,
+  agent: string,
+  p: Play,
+  client: Parameters<AgentRun>[1],
+  isFull: (episodeId: string) => boolean,
+) {
   try {
     await playEpisode(run, p.task, client);
   } catch (error) {
+    if (isFull(p.episodeId)) {
+      await endEpisode(client, null);
+      return;
+    }
     throw new UserError(agent, {
       why: `its agent failed in episode ${p.episodeId}: ${(error as Error).message.split("\n")[0]}`,
       fix: "send the episode's headers with every chat completion and end normally (the rollout ends the " +

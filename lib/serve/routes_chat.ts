@@ -49,7 +49,7 @@ export async function chatCompletions(
     checkRecordable(body);
     body = withSampling(body, ctx.recorder!.sampling);
   }
-  const req = parseRequest(ctx, body);
+  const req = key ? recordedRequest(ctx, body, key) : parseRequest(ctx, body);
   const head = {
     id: `chatcmpl-${crypto.randomUUID()}`,
     created: Math.floor(Date.now() / 1000),
@@ -108,6 +108,23 @@ function parseRequest(ctx: ServeContext, body: Json): ChatRequest {
   }
   const top = numberField(body, "top_logprobs", 0, 0, MAX_LOGPROBS, true);
   return { setup, plan, maxTokens: asked, topLogprobs: logprobs ? top : null, adapter };
+}
+
+/** `parseRequest` for a turn of episode `key`: messages past the context leave the episode full. */
+function recordedRequest(ctx: ServeContext, body: Json, key: EpisodeKey): ChatRequest {
+  try {
+    return parseRequest(ctx, body);
+  } catch (error) {
+    if (error instanceof HttpError && error.param === "messages" && ctx.recorder!.markFull(key.episodeId)) {
+      throw new HttpError(
+        400,
+        `${error.message} Episode ${key.episodeId} is full; end it (it is recorded as truncated).`,
+        undefined,
+        "messages",
+      );
+    }
+    throw error;
+  }
 }
 
 /**

@@ -22,6 +22,9 @@ import { calculatorAgent } from "../helpers/gateway_server.ts";
 import { fileHash, loop, tinyLoopConfig } from "../helpers/loop_runs.ts";
 import { makeTinyModel } from "../helpers/tiny_model.ts";
 
+/** A context that holds the agent's first turns on TASK but not all three (its calls and its answer). */
+const FULL_AT = 278;
+
 const TASK: Task = { id: "t0", source: "arithmetic", prompt: "Compute 1234 * 5678.", answer: "7006652" };
 
 async function agentSession(module: string, extra: Array<[string, string]> = []) {
@@ -133,6 +136,22 @@ Deno.test("rollout.environment.command: a command that fails, or prints a reward
       /^rollout\.environment\.command sh -c .*: its agent failed in episode s0\/t0\/\d: /,
     );
     assert.match(error.message, why);
+  }
+});
+
+Deno.test("rollout.environment agent: an agent that asks again once its episode fills the context leaves a truncated episode, not a failed rollout", async () => {
+  // The first prompt fits; the calculator's second call does not (the agent asks regardless).
+  const session = await agentSession("examples/agents/openai_agent.ts", [
+    ["rollout.generation.max_total_tokens", String(FULL_AT)],
+    ["rollout.generation.max_new_tokens", "64"],
+  ]);
+  const { episodes } = await rollout(session, [TASK], { step: 0 });
+  assert.equal(episodes.length, 2);
+  for (const e of episodes) {
+    assert.equal(e.finishReason, "truncated", e.episodeId);
+    assert.equal(e.status, "ok");
+    assert.ok(e.tokens.length <= FULL_AT, `${e.tokens.length} tokens`);
+    assert.ok(e.numTurns >= 1);
   }
 });
 

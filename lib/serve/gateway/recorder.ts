@@ -10,6 +10,10 @@
  * whole), but the episode stops recording there: its row keeps the turns up to the change and the status
  * `history_mismatch`, never tokens that the policy did not see in that order.
  *
+ * An episode whose recorded tokens and the client's new answer no longer fit `max_model_len` is full: the
+ * request is refused (400, naming the episode), and the episode, once ended, is truncated (finish reason
+ * `truncated`, status ok), as the rollout stage's own environments end an episode that fills the context.
+ *
  * @module
  */
 
@@ -52,6 +56,8 @@ interface Recording {
   reward: number | null;
   /** Why recording stopped (null: still in step with the client). */
   mismatch: string | null;
+  /** Whether the episode filled max_model_len (a further turn was refused). */
+  full: boolean;
 }
 
 /** What the recorder needs from the server. */
@@ -138,6 +144,7 @@ export class Recorder {
         adapter: "",
         reward: null,
         mismatch: null,
+        full: false,
       });
       return { prompt: rendered, recorded: true };
     }
@@ -169,6 +176,21 @@ export class Recorder {
     rec.adapter = adapter;
   }
 
+  /** Whether open episode `id` filled max_model_len (its last request was refused for it). */
+  isFull(id: string): boolean {
+    return this.#open.get(id)?.full ?? false;
+  }
+
+  /**
+   * Notes that a request of open episode `id` did not fit max_model_len (the server refused it before
+   * asking the recorder); false when no such episode is open (a new one: nothing recorded to truncate).
+   */
+  markFull(id: string): boolean {
+    const rec = this.#open.get(id);
+    if (rec) rec.full = true;
+    return rec !== undefined;
+  }
+
   /** Ends episode `id` (404 when unknown) and rewrites the file; returns its row's summary. */
   async end(id: string, reward: number | null): Promise<Json> {
     const rec = this.#open.get(id);
@@ -197,7 +219,13 @@ export class Recorder {
     const appended = answerTokens(this.#o.tokenizer, c.answer, thinking, !rec.lastStopped);
     if (typeof appended === "string") return appended;
     if (rec.trajectory.length + appended.length + 1 > this.#o.maxModelLen) {
-      return "the episode is over max_model_len";
+      rec.full = true;
+      throw new HttpError(
+        400,
+        `episode ${rec.key.episodeId} is full: its ${rec.trajectory.length} tokens and the ` +
+          `${appended.length} of the new messages leave no room to sample within max_model_len ` +
+          `${this.#o.maxModelLen}; end the episode (it is recorded as truncated)`,
+      );
     }
     rec.history.turns[turn - 1].answer = c.answer;
     rec.trajectory.addEnvironment(turn, appended, c.answer);
@@ -211,7 +239,8 @@ export class Recorder {
       const group = groups.indexOf(rec.key.groupId);
       const sampleIdx = ended.slice(0, i).filter((r) => r.key.groupId === rec.key.groupId).length;
       const status = rec.mismatch === null ? "ok" : HISTORY_MISMATCH;
-      const result = rec.trajectory.finish(rec.lastStopped ? "stop" : "length", rec.toolCalls, status);
+      const finish = rec.full ? "truncated" : rec.lastStopped ? "stop" : "length";
+      const result = rec.trajectory.finish(finish, rec.toolCalls, status);
       const prompt = [...rec.history.promptMessages].reverse().find((m) => m.role === "user")?.content ?? "";
       return {
         ...result,
