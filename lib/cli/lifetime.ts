@@ -83,8 +83,7 @@ function startedByNpx(): boolean {
  */
 function startedByDenoTask(): boolean {
   try {
-    return (Deno.env.get("npm_config_user_agent")?.startsWith("deno/") ?? false) ||
-      Deno.env.get("npm_command") === "exec";
+    return (Deno.env.get("npm_config_user_agent")?.startsWith("deno/") ?? false) || startedByNpx();
   } catch {
     return false; // no --allow-env: cannot tell, so do not watch
   }

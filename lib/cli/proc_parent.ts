@@ -1,8 +1,8 @@
 /**
  * The parent pid of another process, read from Linux's `/proc/PID/stat` through libc (`open`, `read`,
- * `close` over FFI, lib/libc.ts). Deno refuses `/proc` paths without `--allow-all`, which no task has; a stage with
- * `--allow-ffi` may call libc, and this reads one process's status line with it, nothing else. Used by
- * lifetime.ts to see `deno task` re-parented when npx, two processes above the stage, is killed.
+ * `close` over FFI, lib/libc.ts). Deno refuses `/proc` paths without `--allow-all`, which no task has; a
+ * stage with `--allow-ffi` may call libc, and this reads one process's status line with it, nothing else.
+ * Used by lifetime.ts to see `deno task` re-parented when npx, two processes above the stage, is killed.
  *
  * Null wherever it cannot tell: no libc (not Linux, no `--allow-ffi`, no glibc), no such process.
  *
