@@ -22,6 +22,12 @@ import { calculatorAgent } from "../helpers/gateway_server.ts";
 import { fileHash, loop, tinyLoopConfig } from "../helpers/loop_runs.ts";
 import { makeTinyModel } from "../helpers/tiny_model.ts";
 
+/** The demo's system prompt and calculator, so that every agent's first prompt renders alike. */
+const DEMO_PROMPT: Array<[string, string]> = [
+  ["data.system_prompt", JSON.stringify(SYSTEM_PROMPT)],
+  ["rollout.tools.enabled", "[calculator]"],
+];
+
 /** A context that holds the agent's first turns on TASK but not all three (its calls and its answer). */
 const FULL_AT = 278;
 
@@ -68,13 +74,9 @@ Deno.test("rollout.environment agent: the agent module's episodes, with the roll
 });
 
 Deno.test("the openai example agent records the tools environment's tokens for the demo's system prompt and calculator", async () => {
-  const demo: Array<[string, string]> = [
-    ["data.system_prompt", JSON.stringify(SYSTEM_PROMPT)],
-    ["rollout.tools.enabled", "[calculator]"],
-  ];
-  const agent = await agentSession("examples/agents/openai_agent.ts", demo);
+  const agent = await agentSession("examples/agents/openai_agent.ts", DEMO_PROMPT);
   const tools = await agentSession("examples/agents/openai_agent.ts", [
-    ...demo,
+    ...DEMO_PROMPT,
     ["rollout.environment.kind", "tools"],
   ]);
   const [played, sampled] = [
@@ -90,17 +92,13 @@ Deno.test("the openai example agent records the tools environment's tokens for t
 });
 
 Deno.test("rollout.environment.command: the Python example agent records the openai agent's tokens and its reward", async () => {
-  const demo: Array<[string, string]> = [
-    ["data.system_prompt", JSON.stringify(SYSTEM_PROMPT)],
-    ["rollout.tools.enabled", "[calculator]"],
-  ];
   const python = join(ROOT, "examples/agents/calculator_agent.py");
   const command = await agentSession("examples/agents/openai_agent.ts", [
-    ...demo,
+    ...DEMO_PROMPT,
     ["rollout.environment.module", "null"],
     ["rollout.environment.command", JSON.stringify(["python3", python])],
   ]);
-  const typescript = await agentSession("examples/agents/openai_agent.ts", demo);
+  const typescript = await agentSession("examples/agents/openai_agent.ts", DEMO_PROMPT);
   const [played, module] = [
     (await rollout(command, [TASK], { step: 1 })).episodes,
     (await rollout(typescript, [TASK], { step: 1 })).episodes,

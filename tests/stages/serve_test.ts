@@ -23,6 +23,11 @@ function serveStage(cwd: string, config: string, extra: string[] = []) {
   });
 }
 
+/** `deno task serve` with the repository's deno.json, on `config` and any free port (arguments to deno). */
+function serveTaskArgs(config: string): string[] {
+  return ["task", "--quiet", "--config", join(ROOT, "deno.json"), "serve", "--config", config, "--port", "0"];
+}
+
 async function configFor(dir: string, model: string): Promise<string> {
   const config = join(dir, "config.yaml");
   await Deno.writeTextFile(config, `model:\n  path: ${model}\nserve:\n  max_model_len: 64\n`);
@@ -74,17 +79,7 @@ Deno.test("deno task serve stopped by SIGTERM exits 143, leaves no process behin
   const dir = await Deno.makeTempDir({ prefix: "serve-task-" });
   const config = await configFor(dir, await makeTinyModel());
   const child = new Deno.Command(Deno.execPath(), {
-    args: [
-      "task",
-      "--quiet",
-      "--config",
-      join(ROOT, "deno.json"),
-      "serve",
-      "--config",
-      config,
-      "--port",
-      "0",
-    ],
+    args: serveTaskArgs(config),
     cwd: dir,
     stdout: "piped",
     stderr: "piped",
@@ -112,9 +107,8 @@ Deno.test("deno task serve started through npx: npx and its sh -c killed (they f
   const config = await configFor(dir, await makeTinyModel());
   // npx's chain as measured: `npm exec` → `sh -c 'deno task …'` → deno task → the stage. A SIGTERM to npx
   // ends npx and the sh alone; here the sh stands for both (`; :` keeps it the deno task's parent).
-  const task = [Deno.execPath(), "task", "--quiet", "--config", join(ROOT, "deno.json"), "serve"];
   const sh = new Deno.Command("sh", {
-    args: ["-c", `"$@"; :`, "sh", ...task, "--config", config, "--port", "0"],
+    args: ["-c", `"$@"; :`, "sh", Deno.execPath(), ...serveTaskArgs(config)],
     cwd: dir,
     stdout: "piped",
     stderr: "piped",
