@@ -33,6 +33,11 @@ export interface Qwen3Config {
   eos_token_id: number | number[] | null;
 }
 
+/** The softmax scale of Qwen3's attention scores, `1/sqrt(head_dim)` (transformers' `scaling`). */
+export function attentionScale(headDim: number): number {
+  return 1 / Math.sqrt(headDim);
+}
+
 /** The `config.json` path of a model directory. */
 export function configPath(dir: string): string {
   return join(dir, "config.json");

@@ -17,7 +17,7 @@
 import { UserError } from "../errors.ts";
 import { f32BitsFromF16 } from "../safetensors/dtypes.ts";
 import type { TensorLocation } from "../safetensors/sharded.ts";
-import type { Qwen3Config } from "./hf_config.ts";
+import { attentionScale, type Qwen3Config } from "./hf_config.ts";
 import type { QwenLinear } from "./lora.ts";
 import { linearPath, linearShape, type ModelDir, QWEN3_LINEAR_GROUPS, qwen3Weights } from "./model_dir.ts";
 
@@ -30,6 +30,8 @@ export interface SharedTensor {
   offset: number;
   /** The checkpoint tensors stacked along the first axis, in order (one for an unstacked weight). */
   sources: string[];
+  /** A factor for each source, applied as it is read (absent: all 1). */
+  factors?: number[];
 }
 
 /** A model's float32 weights in one shared buffer. */
@@ -47,8 +49,9 @@ export function stackedWeightName(layer: number, group: readonly QwenLinear[]): 
 }
 
 /**
- * Name of the `[nH + nKV, 1, D]` head-norm weight of a layer: q_norm's weight once per query head, then
- * k_norm's once per key/value head (the train graph normalizes q and k in one kernel; decoder.ts).
+ * Name of the `[nH + nKV, 1, D]` head-norm weight of a layer: q_norm's weight times the attention's
+ * `1/sqrt(D)` once per query head, then k_norm's once per key/value head (the train graph normalizes q
+ * and k in one kernel, and its scores need no scaling kernel: decoder.ts, lib/train/attention.ts).
  */
 export function headNormsName(layer: number): string {
   return `model.layers.${layer}.self_attn.q_norm+k_norm.weight`;
@@ -87,10 +90,12 @@ function headNormSpecs(cfg: Qwen3Config): Omit<SharedTensor, "offset">[] {
   for (let layer = 0; layer < cfg.num_hidden_layers; layer++) {
     const norm = (which: string, heads: number) =>
       Array(heads).fill(`model.layers.${layer}.self_attn.${which}.weight`);
+    const [nH, nKV] = [cfg.num_attention_heads, cfg.num_key_value_heads];
     specs.push({
       name: headNormsName(layer),
-      dims: [cfg.num_attention_heads + cfg.num_key_value_heads, 1, cfg.head_dim],
-      sources: [...norm("q_norm", cfg.num_attention_heads), ...norm("k_norm", cfg.num_key_value_heads)],
+      dims: [nH + nKV, 1, cfg.head_dim],
+      sources: [...norm("q_norm", nH), ...norm("k_norm", nKV)],
+      factors: [...Array(nH).fill(attentionScale(cfg.head_dim)), ...Array(nKV).fill(1)],
     });
   }
   return specs;
@@ -129,9 +134,14 @@ async function loadLayout(
   try {
     for (const t of tensors) {
       let at = t.offset;
-      for (const name of t.sources) {
+      for (const [i, name] of t.sources.entries()) {
         const source = model.checkpoint.tensors.get(name)!; // openModelDir checked presence and shape
+        const from = at;
         at = await reader.readFloat32(source, buffer, at);
+        const factor = t.factors?.[i] ?? 1;
+        if (factor !== 1) {
+          new Float32Array(buffer, from, (at - from) / 4).forEach((v, j, a) => a[j] = v * factor);
+        }
       }
     }
   } finally {

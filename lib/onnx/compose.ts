@@ -92,7 +92,9 @@ export function attention(
   const kT = Transpose.emit(g, k, [0, 1, 3, 2]); // [B, H, D, S]
   const narrow = q.dtype === "float16" || q.dtype === "bfloat16" ? q.dtype : null; // float64 stays float64
   const qk = MatMul.emit(g, q, kT); // [B, H, T, S]
-  let scores = Mul.emit(g, narrow ? OPS.Cast.emit(g, qk, "float32") : qk, o.scale ?? 1 / Math.sqrt(headDim));
+  const wide = narrow ? OPS.Cast.emit(g, qk, "float32") : qk;
+  const scale = o.scale ?? 1 / Math.sqrt(headDim);
+  let scores = scale === 1 ? wide : Mul.emit(g, wide, scale); // a scale folded into q costs no kernel
   if (o.bias) scores = Add.emit(g, scores, o.bias); // [B, H, T, S]
   const weights = Softmax.emit(g, scores, -1); // [B, H, T, S]
   return MatMul.emit(g, narrow ? OPS.Cast.emit(g, weights, narrow) : weights, v); // [B, H, T, D]

@@ -9,13 +9,14 @@
  *
  *   y = x · inv · w,  inv = (mean(x², last axis) + eps)^(-1/2)           x [..., E], w [E], inv [..., 1]
  *
- * Gradient (x̂ = x · inv, g = dy · w; g · x̂ = dy · y, so the forward output stands in for x̂):
+ * Gradient (x̂ = x · inv, g = dy · w):
  *
- *   dx = inv · (g − x · inv · mean(dy · y))        dw = Σ over the leading axes of dy · x̂
+ *   dx = inv · (g − x̂ · mean(g · x̂))               dw = Σ over the leading axes of dy · x̂
  *
- * computed in float32 and cast back to x's dtype: seven kernels where inv is read from the forward
- * node's `inv_std_var` output (the CPU provider writes it: `GradContext.readsNormStats`), four more
- * where it is computed again from x (the WebGPU kernels do not write it). The skip form adds
+ * computed in float32 from x (x̂ again, not the forward output y, which in float16 would cost a Cast and
+ * carry float16's rounding) and cast back to x's dtype: seven kernels where inv is read from the forward
+ * node's `inv_std_var` output (the CPU provider writes it: `GradContext.readsNormStats`), three more
+ * where it is computed again from x (the WebGPU kernels do not write it: `invStdVar`). The skip form adds
  * `s = input + skip` first and returns s as a fourth output (the residual stream); its rule adds s's own
  * gradient and gives the sum to both.
  *
@@ -92,12 +93,12 @@ function statShape(x: Value) {
 }
 
 /**
- * dx (x's dtype) and dw of `y = x · inv · w`, y the forward output and `saved` the forward's inv (null:
- * computed again from x); null where not wanted.
+ * dx (x's dtype) and dw of `y = x · inv · w`, with `saved` the forward's inv (null: computed again from
+ * x); null where not wanted.
  */
 function rmsNormGrad(
   ctx: GradContext,
-  io: { x: Value; weight: Value; y: Value; saved: Value | null },
+  io: { x: Value; weight: Value; saved: Value | null },
   dy: Value,
   wants: { x: boolean; w: boolean },
 ): [Value | null, Value | null] {
@@ -108,21 +109,43 @@ function rmsNormGrad(
   ): Value => (v.dtype === "float32" || v.dtype === "float64" ? v : o.Cast(v, "float32"));
   const xWide = wide(x); // [..., E]
   const eps = floatAttr(ctx.node, "epsilon", 1e-5);
-  const inv = io.saved ??
-    o.Pow(o.Add(o.ReduceMean(o.Mul(xWide, xWide), [-1], { keepdims: true }), eps), -0.5); // [..., 1]
+  const inv = io.saved ?? invStdVar(ctx.g, xWide, eps); // [..., 1]
+  const xHat = o.Mul(xWide, inv); // [..., E]
   const dyWide = wide(dy); // [..., E]
   let dx: Value | null = null;
   if (wants.x) {
     const gw = UNIT_WEIGHTS.has(weight) ? dyWide : o.Mul(dyWide, wide(weight)); // [..., E]
-    const m = o.ReduceMean(o.Mul(dyWide, wide(io.y)), [-1], { keepdims: true }); // [..., 1]: mean(g · x̂)
-    dx = narrow(ctx.g, o.Mul(o.Sub(gw, o.Mul(xWide, o.Mul(inv, m))), inv), x.dtype); // [..., E]
+    const m = o.ReduceMean(o.Mul(gw, xHat), [-1], { keepdims: true }); // [..., 1]
+    dx = narrow(ctx.g, o.Mul(o.Sub(gw, o.Mul(xHat, m)), inv), x.dtype); // [..., E]
   }
   let dw: Value | null = null;
   if (wants.w) {
-    const perRow = o.Mul(dyWide, o.Mul(xWide, inv)); // [..., E]: dy · x̂
+    const perRow = o.Mul(dyWide, xHat); // [..., E]
     dw = narrow(ctx.g, sumToShape(ctx.g, perRow, x.shape, weight, ctx.node), weight.dtype); // [E]
   }
   return [dx, dw];
+}
+
+/**
+ * `(mean(x², last axis) + eps)^(-1/2)` `[..., 1]` for a norm whose kernel did not keep it: the
+ * `InvStdDev` output of a standard LayerNormalization over `[x, -x]` (mean 0, so its variance is
+ * mean(x²)), three kernels where Mul, ReduceMean, Add and Pow are four; onnxruntime's WebGPU
+ * LayerNormalization writes that output, its SimplifiedLayerNormalization does not.
+ */
+function invStdVar(g: GraphBuilder, x: Value, eps: number): Value {
+  const o = gradOps(g);
+  const E = x.shape?.at(-1);
+  if (typeof E !== "number" || x.dtype !== "float32") {
+    return o.Pow(o.Add(o.ReduceMean(o.Mul(x, x), [-1], { keepdims: true }), eps), -0.5);
+  }
+  const both = o.Concat([x, o.Neg(x)], -1); // [..., 2E]
+  const ones = g.constant(new Float32Array(2 * E).fill(1), [2 * E], "float32");
+  const stat = x.shape ? [...x.shape.slice(0, -1), 1] : undefined;
+  const attrs = { axis: attr.int(-1), epsilon: attr.float(eps), stash_type: attr.int(1) };
+  return g.opN("LayerNormalization", [both, ones], 3, attrs, {
+    dtype: ["float32", "float32", "float32"],
+    shape: [both.shape, stat, stat],
+  })[2];
 }
 
 function narrow(g: GraphBuilder, v: Value, dtype: DType | undefined): Value {
@@ -131,8 +154,8 @@ function narrow(g: GraphBuilder, v: Value, dtype: DType | undefined): Value {
 
 function simplifiedGrad(ctx: GradContext): (Value | null)[] {
   const [x, weight] = ctx.node.inputs as Value[];
-  const [y, inv] = ctx.node.outputs;
-  const io = { x, weight, y, saved: ctx.readsNormStats && inv ? inv : null };
+  const [, inv] = ctx.node.outputs;
+  const io = { x, weight, saved: ctx.readsNormStats && inv ? inv : null };
   return rmsNormGrad(ctx, io, outGrad(ctx), { x: ctx.wants[0], w: ctx.wants[1] });
 }
 
@@ -143,10 +166,10 @@ function skipSimplifiedGrad(ctx: GradContext): (Value | null)[] {
     }
   });
   const [, , weight] = ctx.node.inputs as Value[];
-  const [y, , inv, sum] = ctx.node.outputs;
+  const [, , inv, sum] = ctx.node.outputs;
   const dy = ctx.grads[0];
   const wantSum = ctx.wants[0] || ctx.wants[1];
-  const io = { x: sum, weight, y, saved: ctx.readsNormStats ? inv : null };
+  const io = { x: sum, weight, saved: ctx.readsNormStats ? inv : null };
   const [dNorm, dw] = dy ? rmsNormGrad(ctx, io, dy, { x: wantSum, w: ctx.wants[2] }) : [null, null];
   const dSum = ctx.grads[3];
   const ds = dNorm && dSum ? gradOps(ctx.g).Add(dNorm, dSum) : dNorm ?? dSum; // [..., E]

@@ -61,7 +61,8 @@ export function causalAttention(
     const turned = RotaryEmbedding.emit(g, norm(qk), positions, cos, sin); // [B, nH+nKV, T, D]
     const [q, k] = Split.emit(g, turned, [nH, nKV], 1); // [B, nH, T, D], [B, nKV, T, D]
     const stacked = shaped(Reshape.emit(g, q, [0, nKV, -1, D]), ["B", nKV, qt, D]); // [B, nKV, rep·T, D]
-    const out = attention(g, stacked, k, v, D, { bias }); // [B, nKV, rep·T, D]
+    // q arrives scaled by 1/sqrt(D) (its head-norm weights carry it: GraphWeights.headNorms).
+    const out = attention(g, stacked, k, v, D, { bias, scale: 1 }); // [B, nKV, rep·T, D]
     const perHead = shaped(Reshape.emit(g, out, [0, nH, -1, D]), ["B", nH, "T", D]); // [B, nH, T, D]
     const rows = Transpose.emit(g, perHead, [0, 2, 1, 3]); // [B, T, nH, D]
     g.noteReshapeTarget(rows, target); // [B, T, -1, D]: the gradient's way back, no Shape kernel

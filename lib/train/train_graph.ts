@@ -115,7 +115,7 @@ export function buildTrainModel(model: ModelDir, spec: TrainGraphSpec, shared?: 
   const [cos, sin] = [table("rope.cos", rope.cos), table("rope.sin", rope.sin)];
   const attention = causalAttention(g, cfg, Shape.emit(g, ids), positions, cos, sin);
   const flatIds = shaped(Reshape.emit(g, ids, [-1]), ["N"]); // [N]
-  const parts = { cfg, weights, lora, attention, norms: "float32" as const, normStats: forms.normStats }; // decoder.ts
+  const parts = { cfg, weights, lora, attention, normStats: forms.normStats }; // decoder.ts
   const hidden = shaped(decoder(g, flatIds, parts), ["N", cfg.hidden_size]); // [N, H]
 
   const headHidden = shaped(Gather.emit(g, hidden, headRows, 0), ["M", cfg.hidden_size]); // [M, H]

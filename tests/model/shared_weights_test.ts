@@ -15,6 +15,7 @@ import { buildTrainModel } from "../../lib/train/train_graph.ts";
 import type { LoraSpec } from "../../lib/model/lora.ts";
 import { linearPath, type ModelDir, openModelDir } from "../../lib/model/model_dir.ts";
 import {
+  headNormsName,
   loadLinearStacks,
   loadSharedWeights,
   sharedTensorData,
@@ -110,6 +111,18 @@ Deno.test("shared weights hold every checkpoint tensor as float32, each Linear g
     const embedding = sharedTensorData(shared, byName.get("model.embed_tokens.weight")!);
     assert.deepEqual(Array.from(embedding), Array.from(await read("model.embed_tokens.weight")), dtype);
     assert.ok(shared.tensors.every((t) => t.offset % 64 === 0), "aligned");
+    // The head norms: q_norm's weight times the attention's 1/sqrt(D) per query head, then k_norm's.
+    const { num_attention_heads: nH, num_key_value_heads: nKV, head_dim: D } = m.config;
+    const heads = sharedTensorData(shared, byName.get(headNormsName(1))!);
+    const [q, k] = [
+      await read("model.layers.1.self_attn.q_norm.weight"),
+      await read("model.layers.1.self_attn.k_norm.weight"),
+    ];
+    const expected = [
+      ...Array.from({ length: nH }, () => Array.from(q, (v) => Math.fround(v * (1 / Math.sqrt(D))))),
+      ...Array.from({ length: nKV }, () => Array.from(k)),
+    ].flat();
+    assert.deepEqual(Array.from(heads), expected, `${dtype}: head norms`);
   }
 });
 

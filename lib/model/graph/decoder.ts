@@ -36,7 +36,6 @@ import type { ComputeDtype } from "./forms.ts";
 import { unitNormWeight } from "../../onnx/ops_norm.ts";
 
 const {
-  Add,
   Cast,
   Gather,
   Gemm,
@@ -55,9 +54,11 @@ export type AttentionFn = (layer: number, q: Value, k: Value, v: Value) => Value
 
 /**
  * Attention fed the q/k/v Gemm's whole output, `qkv` `[N, (nH + 2·nKV)·D]` (no RoPE yet), and `norm`, the
- * head norms of q and k together: `[B, nH + nKV, T, D]` (q's heads first) → the same, normed. The
- * attention lays the heads out once for all three (train/attention.ts); both head norms are then one norm
- * kernel and one Mul by their weights, in the forward and in the backward. → `[N, nH*D]`.
+ * head norms of q and k together: `[B, nH + nKV, T, D]` (q's heads first) → the same, normed, q also
+ * scaled by the attention's `1/sqrt(D)` (its weights carry it: `GraphWeights.headNorms`), so the scores
+ * need no scaling. The attention lays the heads out once for all three (train/attention.ts); both head
+ * norms are then one norm kernel and one Mul by their weights, in the forward and in the backward.
+ * → `[N, nH*D]`.
  */
 export interface PackedAttention {
   packed: (layer: number, qkv: Value, norm: (qk: Value) => Value) => Value;
@@ -69,8 +70,6 @@ export interface DecoderParts {
   weights: GraphWeights;
   lora: LoraInputs;
   attention: AttentionFn | PackedAttention;
-  /** How a float16 decoder normalizes (float32 decoders always use the fused kernels); default "fused". */
-  norms?: NormForm;
   /**
    * The shape (an int64 `[rank]` value) q and k take after their per-head norm, for an attention that
    * wants another layout than rows (GroupQueryAttention's `[B, S, heads*D]`): the Reshape back from heads
@@ -81,20 +80,8 @@ export interface DecoderParts {
   normStats?: boolean;
 }
 
-/**
- * - fused: one SimplifiedLayerNormalization (or, with the residual add, SkipSimplifiedLayerNormalization)
- *   kernel on the float16 activations, float32 statistics inside: the inference graph's form.
- * - float32: each norm casts to float32, normalizes with the fused kernel, casts back, and the residual
- *   add is its own Add: the train graph's form in float16. With the fused float16 form, WebGPU's float16
- *   LoRA gradients of a PPO step on the test model drifted to 6% of the CPU's (past PARITY_TOLERANCE;
- *   1.2% with this form, as with the composed norms before), although each kernel's forward values are
- *   within float16 rounding of float32's; the cause is not found.
- */
-export type NormForm = "fused" | "float32";
-
-/** A norm's form, and whether a plain norm declares its statistics output (`DecoderParts.normStats`). */
+/** Whether a plain norm declares its statistics output (`DecoderParts.normStats`). */
 interface NormHow {
-  form: NormForm;
   stats: boolean;
 }
 
@@ -106,7 +93,7 @@ interface NormHow {
 export function decoder(g: GraphBuilder, ids: Value, parts: DecoderParts): Value {
   const { cfg, weights } = parts;
   const embedded = Gather.emit(g, weights.get("model.embed_tokens.weight"), ids, 0); // [N, H]
-  const form: NormHow = { form: parts.norms ?? "fused", stats: parts.normStats ?? false };
+  const form: NormHow = { stats: parts.normStats ?? false };
   let stream: Residual = { sum: embedded, delta: null };
   for (let layer = 0; layer < cfg.num_hidden_layers; layer++) {
     stream = g.scope(`layers.${layer}`, () => decoderLayer(g, stream, layer, parts, form));
@@ -116,8 +103,7 @@ export function decoder(g: GraphBuilder, ids: Value, parts: DecoderParts): Value
     sum: toDtype(g, stream.sum, "float32"),
     delta: stream.delta && toDtype(g, stream.delta, "float32"),
   };
-  const final = { form: "fused" as const, stats: form.stats };
-  return addAndNorm(g, last, weights.get("model.norm.weight"), cfg.rms_norm_eps, final).normed; // [N, H]
+  return addAndNorm(g, last, weights.get("model.norm.weight"), cfg.rms_norm_eps, form).normed; // [N, H]
 }
 
 /** The residual stream `[N, H]` and the output `[N, H]` still to be added to it (null: none). */
@@ -137,20 +123,15 @@ export function toDtype(g: GraphBuilder, x: Value, dtype: ComputeDtype): Value {
 }
 
 /**
- * RMSNorm over the last axis in x's dtype, statistics in float32: fused on x (the float32 norm weight
- * cast to a float16 x's dtype: an initializer, folded when the session loads), or in float32 and cast
- * back (`NormForm`).
+ * RMSNorm over the last axis in x's dtype, statistics in float32 inside the kernel (the float32 norm
+ * weight cast to a float16 x's dtype: an initializer, folded when the session loads).
  */
 function norm(g: GraphBuilder, x: Value, weight: Value, eps: number, how: NormHow): Value {
-  if (how.form === "float32" && x.dtype !== "float32") {
-    const y = SimplifiedLayerNormalization.emit(g, toDtype(g, x, "float32"), weight, eps, how.stats); // x's shape
-    return toDtype(g, y, x.dtype as ComputeDtype);
-  }
   const w = toDtype(g, weight, x.dtype as ComputeDtype); // [E]
   return SimplifiedLayerNormalization.emit(g, x, w, eps, how.stats); // x's shape
 }
 
-/** `sum + delta` and its RMSNorm (one kernel in the fused form; the norm alone where there is no delta). */
+/** `sum + delta` and its RMSNorm in one kernel (the norm alone where there is no delta). */
 function addAndNorm(
   g: GraphBuilder,
   r: Residual,
@@ -159,10 +140,6 @@ function addAndNorm(
   how: NormHow,
 ): { normed: Value; sum: Value } {
   if (r.delta === null) return { normed: norm(g, r.sum, weight, eps, how), sum: r.sum };
-  if (how.form === "float32" && r.sum.dtype !== "float32") {
-    const sum = Add.emit(g, r.sum, r.delta); // [N, H]
-    return { normed: norm(g, sum, weight, eps, how), sum };
-  }
   const w = toDtype(g, weight, r.sum.dtype as ComputeDtype); // [H]
   const [normed, sum] = SkipSimplifiedLayerNormalization.emit(g, r.sum, r.delta, w, eps); // [N, H] each
   return { normed, sum };
@@ -246,17 +223,14 @@ function headNorm(
 
 /**
  * q and k normed per head in one kernel: `x` `[B, nH+nKV, T, D]`, the norm with unit weight and then a
- * Mul by each head's weight (`weights` `[nH+nKV, 1, D]`, float32: `GraphWeights.headNorms`). In the
- * float32 form the norm and the Mul run in float32.
+ * Mul by each head's weight (`weights` `[nH+nKV, 1, D]`, float32: `GraphWeights.headNorms`), in x's dtype.
  */
 function packedHeadNorm(g: GraphBuilder, x: Value, weights: Value, eps: number, how: NormHow): Value {
-  const dtype = (how.form === "float32" ? "float32" : x.dtype) as ComputeDtype;
-  const weight = toDtype(g, weights, dtype); // [nH+nKV, 1, D]
+  const dtype = x.dtype as ComputeDtype;
   const D = x.shape?.at(-1);
   if (typeof D !== "number") throw new Error("decoder: the head dim of the packed head norm is not tracked");
-  const wide = toDtype(g, x, dtype);
-  const normed = SimplifiedLayerNormalization.emit(g, wide, unitNormWeight(g, D, dtype), eps, how.stats);
-  return toDtype(g, Mul.emit(g, normed, weight), x.dtype as ComputeDtype); // x's shape
+  const normed = SimplifiedLayerNormalization.emit(g, x, unitNormWeight(g, D, dtype), eps, how.stats);
+  return Mul.emit(g, normed, toDtype(g, weights, dtype)); // x's shape
 }
 
 /** One Linear of a group: its output size (rows of the stacked weight) and adapter. */

@@ -26,6 +26,7 @@ import type { GraphBuilder, Value } from "../../onnx/builder.ts";
 import { SAFETENSORS_DTYPE } from "../../onnx/dtype.ts";
 import { OPS } from "../../onnx/ops.ts";
 import { UserError } from "../../errors.ts";
+import { attentionScale } from "../hf_config.ts";
 import type { QwenLinear } from "../lora.ts";
 import type { ModelDir } from "../model_dir.ts";
 import { linearPath, linearShape, qwen3Weights } from "../model_dir.ts";
@@ -49,8 +50,8 @@ export interface GraphWeights {
   /** The `[Σout, in]` stack of a layer's Linears that read the same input (one Linear: its weight). */
   linears(layer: number, group: readonly QwenLinear[]): Value;
   /**
-   * A layer's `[nH + nKV, 1, D]` float32 head-norm weights, q's per query head then k's (`headNormsName`),
-   * to scale `[B, heads, T, D]` activations.
+   * A layer's `[nH + nKV, 1, D]` float32 head-norm weights, q's times the attention's `1/sqrt(D)` per
+   * query head then k's (`headNormsName`), to scale `[B, heads, T, D]` activations.
    */
   headNorms(layer: number): Value;
   /** The folder every external `location` is relative to (a session option). */
@@ -121,7 +122,7 @@ function foldedGraphWeights(
       offset: info.fileOffset,
       length: info.byteLength,
     });
-    const to = spec.kind === "norm" ? "float32" : compute; // the norms run in float32 (decoder.ts)
+    const to = spec.kind === "norm" ? "float32" : compute; // norm weights stay float32 (decoder.ts casts them, folded)
     raws.set(spec.name, raw);
     values.set(spec.name, dtype === to ? raw : OPS.Cast.emit(g, raw, to));
   }
@@ -151,9 +152,10 @@ function foldedGraphWeights(
     },
     headNorms(layer) {
       const { num_attention_heads: nH, num_key_value_heads: nKV, head_dim: D } = model.config;
-      const repeated = (which: string, heads: number) =>
-        OPS.Expand.emit(g, get(`model.layers.${layer}.self_attn.${which}.weight`), [heads, 1, D]); // [heads, 1, D]
-      return OPS.Concat.emit(g, [repeated("q_norm", nH), repeated("k_norm", nKV)], 0); // [nH+nKV, 1, D], folded
+      const weight = (which: string) => get(`model.layers.${layer}.self_attn.${which}.weight`); // [D]
+      const q = OPS.Expand.emit(g, OPS.Mul.emit(g, weight("q_norm"), attentionScale(D)), [nH, 1, D]); // [nH, 1, D]
+      const k = OPS.Expand.emit(g, weight("k_norm"), [nKV, 1, D]); // [nKV, 1, D]
+      return OPS.Concat.emit(g, [q, k], 0); // [nH+nKV, 1, D], folded
     },
   };
 }
