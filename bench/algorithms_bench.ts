@@ -45,7 +45,7 @@ export const ALGORITHMS: Readonly<Record<string, ReadonlyArray<[string, string]>
     ["train.value.lr", "1e-3"],
   ],
   // GSPO with the paper's clip range on the sequence ratio (3e-4, 4e-4), as verl's GSPO recipe; its own
-  // aggregation (seq_mean_token_mean) as the paper's. Not yet measured (issue 30: BENCH.md's table).
+  // aggregation (seq_mean_token_mean) as the paper's. Measured in BENCH.md (issue 30).
   gspo: [
     ["train.loss.objective", "gspo"],
     ["train.loss.eps_low", "3e-4"],
@@ -53,7 +53,7 @@ export const ALGORITHMS: Readonly<Record<string, ReadonlyArray<[string, string]>
     ["train.loss.aggregation", "seq_mean_token_mean"],
   ],
   // CISPO one-sided as the paper and TRL (eps_low 0.99: no lower clip in effect; 1 + eps_high = 5, TRL's
-  // cap). Not yet measured.
+  // cap). With one optimizer step per batch every ratio is 1 and it trains exactly as grpo (BENCH.md).
   cispo: [
     ["train.loss.objective", "cispo"],
     ["train.loss.eps_low", "0.99"],
@@ -62,7 +62,7 @@ export const ALGORITHMS: Readonly<Record<string, ReadonlyArray<[string, string]>
   // DAPO as verl's DAPO recipe runs it: dynamic sampling on the accuracy (`filter_groups.metric: acc`,
   // ours `correct`; at most 10 generation batches a step), clip-higher (eps_high 0.28) and token-level
   // aggregation, with grpo's advantages. The overlong reward is the task configuration's to add (it needs
-  // its lengths). Not yet measured.
+  // its lengths). Measured in BENCH.md.
   dapo: [
     ["loop.filter_groups.enable", "true"],
     ["loop.filter_groups.metric", "correct"],

@@ -223,3 +223,37 @@ Deno.test("trainOnBatch computes GSPO's sequence ratio before each optimizer ste
     await trainer.close();
   }
 });
+
+Deno.test("on policy (old log-probs the trainer's own, every ratio 1) CISPO's gradient is the clipped objective's, bit for bit", async () => {
+  // Both give -A · ∇log π per token when r = 1 exactly: with one optimizer step per batch and no
+  // sampler–trainer gap, a CISPO run trains exactly as a GRPO run (BENCH.md, the algorithms table).
+  const dir = await makeTinyModel({ vocab: VOCAB, tokenizer: false, seed: 11, kvHeads: 2 });
+  const model = await openModelDir(dir);
+  const base = await readReferenceWeights(dir);
+  const adapter = randomAdapter(model.config, SPEC, 21, 0.2);
+  const eps = episodes(referenceModel(base, adapter), new Qwen3Reference(base.config, base.weights), 3);
+  const scalars = { temperature: TEMPERATURE, epsLow: 0.2, epsHigh: 0.28, beta: 0 };
+  const grads = [];
+  for (const objective of ["clipped", "cispo"] as const) {
+    const trainer = await Trainer.create(model, { lora: SPEC, objective, withReference: false });
+    try {
+      const [mb] = planMicroBatches(
+        eps,
+        aggregationWeights(eps, "token_mean", MAX_RESPONSE),
+        4096,
+        trainer.maxChunk,
+      );
+      mb.inputs.old_logprobs = (await trainer.run(mb, adapter.weights, scalars)).logprobs; // r = 1
+      const result = await trainer.run(mb, adapter.weights, scalars);
+      assert.deepEqual(result.logprobs, mb.inputs.old_logprobs, `${objective}: the same log-probs again`);
+      assert.equal(result.clipped.reduce((a, b) => a + b, 0), 0, `${objective}: nothing clipped at r = 1`);
+      grads.push(result.grads);
+    } finally {
+      await trainer.close();
+    }
+  }
+  for (const [key, g] of grads[0]) {
+    assert.ok(g.some((v) => v !== 0), `${key}: a zero gradient proves nothing`);
+    assert.deepEqual(grads[1].get(key), g, key);
+  }
+});
