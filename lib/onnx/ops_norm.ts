@@ -140,11 +140,10 @@ function invStdVar(g: GraphBuilder, x: Value, eps: number): Value {
   }
   const both = o.Concat([x, o.Neg(x)], -1); // [..., 2E]
   const ones = g.constant(new Float32Array(2 * E).fill(1), [2 * E], "float32");
-  const stat = x.shape ? [...x.shape.slice(0, -1), 1] : undefined;
   const attrs = { axis: attr.int(-1), epsilon: attr.float(eps), stash_type: attr.int(1) };
   return g.opN("LayerNormalization", [both, ones], 3, attrs, {
     dtype: ["float32", "float32", "float32"],
-    shape: [both.shape, stat, stat],
+    shape: [both.shape, statShape(x), statShape(x)],
   })[2];
 }
 

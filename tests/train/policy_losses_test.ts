@@ -76,6 +76,17 @@ function episodes(model: Qwen3Reference, base: Qwen3Reference, seed: number): Tr
   });
 }
 
+/** The tiny model, its float64 reference weights, an adapter, its float64 model and episodes under it. */
+async function fixture() {
+  const dir = await makeTinyModel({ vocab: VOCAB, tokenizer: false, seed: 11, kvHeads: 2 });
+  const model = await openModelDir(dir);
+  const base = await readReferenceWeights(dir);
+  const adapter = randomAdapter(model.config, SPEC, 21, 0.2);
+  const at = referenceModel(base, adapter);
+  const eps = episodes(at, new Qwen3Reference(base.config, base.weights), 3);
+  return { model, base, adapter, at, eps };
+}
+
 function referenceLoss(
   model: Qwen3Reference,
   eps: readonly TrainEpisode[],
@@ -103,12 +114,7 @@ const CASES: [Aggregation, number][] = [
 ];
 
 async function checkLoss(loss: "gspo" | "cispo") {
-  const dir = await makeTinyModel({ vocab: VOCAB, tokenizer: false, seed: 11, kvHeads: 2 });
-  const model = await openModelDir(dir);
-  const base = await readReferenceWeights(dir);
-  const adapter = randomAdapter(model.config, SPEC, 21, 0.2);
-  const at = referenceModel(base, adapter);
-  const eps = episodes(at, new Qwen3Reference(base.config, base.weights), 3);
+  const { model, base, adapter, at, eps } = await fixture();
   const frozen = eps.map((e) => at.logprobs([...e.tokens as number[]], TEMPERATURE));
   assertClipsBothSides(loss, eps, frozen);
   for (const withReference of [false, true]) {
@@ -180,11 +186,7 @@ Deno.test("CISPO's LoRA gradient and loss match float64 finite differences (ever
 });
 
 Deno.test("trainOnBatch computes GSPO's sequence ratio before each optimizer step, with that step's parameters", async () => {
-  const dir = await makeTinyModel({ vocab: VOCAB, tokenizer: false, seed: 11, kvHeads: 2 });
-  const model = await openModelDir(dir);
-  const base = await readReferenceWeights(dir);
-  const adapter = randomAdapter(model.config, SPEC, 21, 0.2);
-  const eps = episodes(referenceModel(base, adapter), new Qwen3Reference(base.config, base.weights), 3);
+  const { model, base, adapter, eps } = await fixture();
   const scalars = { temperature: TEMPERATURE, epsLow: 0.2, epsHigh: 0.2, beta: 0 };
   const s: ObjectiveSettings = {
     aggregation: "token_mean",
@@ -227,11 +229,7 @@ Deno.test("trainOnBatch computes GSPO's sequence ratio before each optimizer ste
 Deno.test("on policy (old log-probs the trainer's own, every ratio 1) CISPO's gradient is the clipped objective's, bit for bit", async () => {
   // Both give -A · ∇log π per token when r = 1 exactly: with one optimizer step per batch and no
   // sampler–trainer gap, a CISPO run trains exactly as a GRPO run (BENCH.md, the algorithms table).
-  const dir = await makeTinyModel({ vocab: VOCAB, tokenizer: false, seed: 11, kvHeads: 2 });
-  const model = await openModelDir(dir);
-  const base = await readReferenceWeights(dir);
-  const adapter = randomAdapter(model.config, SPEC, 21, 0.2);
-  const eps = episodes(referenceModel(base, adapter), new Qwen3Reference(base.config, base.weights), 3);
+  const { model, adapter, eps } = await fixture();
   const scalars = { temperature: TEMPERATURE, epsLow: 0.2, epsHigh: 0.28, beta: 0 };
   const grads = [];
   for (const objective of ["clipped", "cispo"] as const) {
