@@ -298,14 +298,33 @@ export class GraphBuilder {
 
   /** This graph as plain data (the root graph also carries every initializer). */
   toGraph(): GraphData {
+    const nodes = this.liveNodes();
     return {
       name: this.name,
-      nodes: this.nodes.map(nodeData),
+      nodes: nodes.map(nodeData),
       initializers: this.isRoot ? this.shared.initializers : [],
       inputs: this.inputs,
       outputs: this.outputs,
-      valueInfo: this.valueInfo(),
+      valueInfo: this.valueInfo(nodes),
     };
+  }
+
+  /**
+   * The nodes an output depends on, in emission order. onnxruntime runs every node of a graph, read or
+   * not, and ONNX ops have no side effects, so the rest would only cost kernels: a gradient rule may
+   * emit a value that the next rule reads through (a Transpose of a Transpose, grad_matmul.ts).
+   */
+  private liveNodes(): NodeRecord[] {
+    const needed = new Set(this.outputs.map((o) => o.name));
+    const live: NodeRecord[] = [];
+    for (let i = this.nodes.length - 1; i >= 0; i--) {
+      const node = this.nodes[i];
+      if (!node.outputs.some((v) => needed.has(v.name))) continue;
+      live.push(node);
+      for (const v of node.inputs) if (v) needed.add(v.name);
+      for (const a of Object.values(node.attrs)) if (a.type === "graph") namesReadBy(a.value, needed);
+    }
+    return live.reverse();
   }
 
   /**
@@ -315,11 +334,11 @@ export class GraphBuilder {
    * Without that, planning a training graph's backward pass is quadratic (every new value scans every
    * unmatched freed one): 28 s for Qwen3-0.6B's, under 2 s with value_info.
    */
-  private valueInfo(): TensorInfo[] {
+  private valueInfo(nodes: readonly NodeRecord[]): TensorInfo[] {
     const outputs = new Set(this.outputs.map((o) => o.name));
     const known = (dims: readonly Dim[] | undefined): dims is readonly Dim[] =>
       dims !== undefined && dims.every((d) => (typeof d === "number" ? d >= 0 : d.length > 0));
-    return this.nodes.flatMap((node) =>
+    return nodes.flatMap((node) =>
       node.outputs
         .filter((v) => v.dtype && known(v.shape) && !outputs.has(v.name))
         .map((v) => ({ name: v.name, dtype: v.dtype, dims: v.shape }))
@@ -376,6 +395,15 @@ function nodeData(node: NodeRecord): NodeData {
     outputs: node.outputs.map((v) => v.name),
     attrs: node.attrs,
   };
+}
+
+/** Adds to `names` every value `graph` reads, its subgraphs' included (outer-scope references among them). */
+function namesReadBy(graph: GraphData, names: Set<string>): void {
+  for (const out of graph.outputs) names.add(out.name);
+  for (const node of graph.nodes) {
+    for (const name of node.inputs) if (name) names.add(name);
+    for (const a of Object.values(node.attrs ?? {})) if (a.type === "graph") namesReadBy(a.value, names);
+  }
 }
 
 /** Domains of all nodes, subgraphs included. */

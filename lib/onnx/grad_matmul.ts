@@ -63,10 +63,38 @@ function matrixGrads(
   const batch = y?.slice(0, -2);
   const fromA: Dim[] | undefined = batch && [...batch, ...a.shape!.slice(-2)];
   const fromB: Dim[] | undefined = batch && [...batch, ...b.shape!.slice(-2)];
+  const db = () =>
+    swappedFrom(g, b) && sameDims(fromB, b.shape)
+      ? swapLast(g, o.MatMul(swapLast(g, dy), a)) // (dyᵀ @ a)ᵀ: the Transpose's rule reads through it
+      : sumToShape(g, o.MatMul(swapLast(g, a), dy), fromB, b, node); // b's shape
   return [
     wants[0] ? sumToShape(g, o.MatMul(dy, swapLast(g, b)), fromA, a, node) : null, // a's shape
-    wants[1] ? sumToShape(g, o.MatMul(swapLast(g, a), dy), fromB, b, node) : null, // b's shape
+    wants[1] ? db() : null,
   ];
+}
+
+/**
+ * The value whose last two axes `x` is (the input of the Transpose that computes x), if so. Where b is
+ * such a transpose of k (attention's keys), `db = aᵀ @ dy` would be transposed back by the Transpose's
+ * rule: three kernels. `dk = dyᵀ @ a` is two, written as `(dyᵀ @ a)ᵀ` so that the Transpose's rule
+ * reads through it (ops_shape.ts `transposeGrad`) and the outer Transpose is never run (GraphBuilder
+ * keeps only the nodes an output needs).
+ */
+function swappedFrom(g: GraphBuilder, x: Value): Value | undefined {
+  const r = x.shape!.length;
+  const source = g.producer(x);
+  const perm = source?.opType === "Transpose" ? source.attrs.perm : undefined;
+  if (perm?.type !== "ints" || !perm.value.every((p, i) => Number(p) === swapPerm(r)[i])) return undefined;
+  return source!.inputs[0] as Value;
+}
+
+function sameDims(a: readonly Dim[] | undefined, b: readonly Dim[] | undefined): boolean {
+  return a !== undefined && b !== undefined && a.length === b.length && a.every((d, i) => d === b[i]);
+}
+
+/** The permutation that swaps the last two of `r` axes. */
+function swapPerm(r: number): number[] {
+  return Array.from({ length: r }, (_, i) => (i < r - 2 ? i : 2 * r - 3 - i));
 }
 
 /** [..., E] → [rows, E]. */
@@ -79,14 +107,7 @@ function flatten(g: GraphBuilder, x: Value): Value {
 
 /** `x` with its last two axes swapped; reads through a Transpose that did exactly that. */
 function swapLast(g: GraphBuilder, x: Value): Value {
-  const r = x.shape!.length;
-  const perm = Array.from({ length: r }, (_, i) => (i < r - 2 ? i : 2 * r - 3 - i));
-  const source = g.producer(x);
-  const sourcePerm = source?.opType === "Transpose" ? source.attrs.perm : undefined;
-  if (sourcePerm?.type === "ints" && sourcePerm.value.every((p, i) => Number(p) === perm[i])) {
-    return source!.inputs[0] as Value;
-  }
-  return gradOps(g).Transpose(x, perm);
+  return swappedFrom(g, x) ?? gradOps(g).Transpose(x, swapPerm(x.shape!.length));
 }
 
 /**

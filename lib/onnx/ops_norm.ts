@@ -15,8 +15,9 @@
  *
  * computed in float32 from x (x̂ again, not the forward output y, which in float16 would cost a Cast and
  * carry float16's rounding) and cast back to x's dtype: seven kernels where inv is read from the forward
- * node's `inv_std_var` output (the CPU provider writes it: `GradContext.readsNormStats`), three more
- * where it is computed again from x (the WebGPU kernels do not write it: `invStdVar`). The skip form adds
+ * node's `inv_std_var` output (the CPU provider writes it: `GradContext.readsNormStats`), four nodes
+ * more (two GPU dispatches) where it is computed again from x (the WebGPU kernels do not write it:
+ * `invStdVar`). The skip form adds
  * `s = input + skip` first and returns s as a fourth output (the residual stream); its rule adds s's own
  * gradient and gives the sum to both.
  *
@@ -128,9 +129,11 @@ function rmsNormGrad(
 
 /**
  * `(mean(x², last axis) + eps)^(-1/2)` `[..., 1]` for a norm whose kernel did not keep it: the
- * `InvStdDev` output of a standard LayerNormalization over `[x, -x]` (mean 0, so its variance is
- * mean(x²)), three kernels where Mul, ReduceMean, Add and Pow are four; onnxruntime's WebGPU
- * LayerNormalization writes that output, its SimplifiedLayerNormalization does not.
+ * `InvStdDev` output of a standard LayerNormalization over the two rows `[x, -x]` (`[..., 2, E]`,
+ * normalized over both axes: mean 0, so its variance is mean(x²)). onnxruntime's WebGPU
+ * LayerNormalization writes that output, its SimplifiedLayerNormalization does not. The rows are one
+ * broadcast Mul of x (unsqueezed: no kernel) by `[[1], [-1]]`, so two kernels on WebGPU where Mul,
+ * ReduceMean, Add and Pow are four (the Unsqueeze and the final Squeeze alias their input).
  */
 function invStdVar(g: GraphBuilder, x: Value, eps: number): Value {
   const o = gradOps(g);
@@ -138,13 +141,16 @@ function invStdVar(g: GraphBuilder, x: Value, eps: number): Value {
   if (typeof E !== "number" || x.dtype !== "float32") {
     return o.Pow(o.Add(o.ReduceMean(o.Mul(x, x), [-1], { keepdims: true }), eps), -0.5);
   }
-  const both = o.Concat([x, o.Neg(x)], -1); // [..., 2E]
-  const ones = g.constant(new Float32Array(2 * E).fill(1), [2 * E], "float32");
-  const attrs = { axis: attr.int(-1), epsilon: attr.float(eps), stash_type: attr.int(1) };
-  return g.opN("LayerNormalization", [both, ones], 3, attrs, {
+  const signs = g.constant(new Float32Array([1, -1]), [2, 1], "float32");
+  const rows = o.Mul(o.Unsqueeze(x, [-2]), signs); // [..., 2, E]
+  const ones = g.constant(new Float32Array(2 * E).fill(1), [2, E], "float32");
+  const attrs = { axis: attr.int(-2), epsilon: attr.float(eps), stash_type: attr.int(1) };
+  const stats = [...(statShape(x) ?? []), 1];
+  const inv = g.opN("LayerNormalization", [rows, ones], 3, attrs, {
     dtype: ["float32", "float32", "float32"],
-    shape: [both.shape, statShape(x), statShape(x)],
-  })[2];
+    shape: [rows.shape, stats, stats],
+  })[2]; // [..., 1, 1]
+  return o.Squeeze(inv, [-1]); // [..., 1]
 }
 
 function narrow(g: GraphBuilder, v: Value, dtype: DType | undefined): Value {

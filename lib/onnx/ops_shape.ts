@@ -50,11 +50,20 @@ export function staticReshapeTarget(to: Shape, from: Shape): number[] | undefine
   return target.filter((d) => d === -1).length <= 1 ? target : undefined;
 }
 
-/** Transpose: `dy` under the inverse permutation. */
+/**
+ * Transpose: `dy` under the inverse permutation; where dy is itself a Transpose by this node's
+ * permutation (a rule wrote it so: grad_matmul.ts), its input, with no kernel.
+ */
 function transposeGrad(ctx: GradContext): (Value | null)[] {
   const perm = intsAttr(ctx.node, "perm");
   const inverse = perm?.map((_, i) => perm.indexOf(i));
-  return [gradOps(ctx.g).Transpose(outGrad(ctx), inverse)];
+  const dy = outGrad(ctx);
+  const source = ctx.g.producer(dy);
+  const sourcePerm = source?.opType === "Transpose" ? intsAttr(source, "perm") : undefined;
+  if (perm && sourcePerm?.length === perm.length && sourcePerm.every((p, i) => p === perm[i])) {
+    return [source!.inputs[0] as Value];
+  }
+  return [gradOps(ctx.g).Transpose(dy, inverse)];
 }
 
 /** Split: the output gradients joined again (zeros for outputs that do not reach the loss). */

@@ -208,6 +208,19 @@ Deno.test("causal attention with an additive bias and repeated KV heads matches 
   }, (g, x) => attention(g, x.q, repeatKv(g, x.k, 2, D), repeatKv(g, x.v, 2, D), D, { bias: x.bias }));
 });
 
+Deno.test("the keys' gradient through q @ kᵀ costs one Transpose, not a transposed product transposed back", () => {
+  const g = new GraphBuilder("scores");
+  const o = bindOps(g);
+  const q = g.input("q", "float32", [1, 2, 3, 4]);
+  const k = g.input("k", "float32", [1, 2, 5, 4]);
+  const scores = o.MatMul(q, o.Transpose(k, [0, 1, 3, 2])); // [1, 2, 3, 5]
+  const [dq, dk] = backward(g, [{ value: scores, grad: scores }], [q, k]);
+  g.output(dq!, "dq");
+  g.output(dk!, "dk");
+  const transposes = g.toGraph().nodes.filter((n) => n.opType === "Transpose");
+  assert.equal(transposes.length, 2, "kᵀ forward, and the scores' gradient for dk = dyᵀ @ q");
+});
+
 Deno.test("a 2-layer MLP with LoRA adapters on frozen weights matches finite differences", async () => {
   const [E, F, R] = [4, 6, 2];
   const frozen = (dims: number[], seed: number) => ({ ...rand(dims, seed), frozen: true });

@@ -124,6 +124,22 @@ Deno.test("GraphBuilder outputs an input, a constant and one value twice through
   close(out.c.data as Float32Array, [7, 8]);
 });
 
+Deno.test("GraphBuilder writes only the nodes an output needs, outer-scope reads of a subgraph included", () => {
+  const g = new GraphBuilder("live");
+  const x = g.input("x", "float32", [2]);
+  const flag = g.input("flag", "bool", []);
+  g.op("Exp", [g.op("Neg", [x], {}, { name: "unread" })], {}, { name: "dead" }); // reaches no output
+  const onlyInBranch = g.op("Sin", [x], {}, { name: "read_by_branch" });
+  const then = g.subgraph("then");
+  then.output(then.op("Add", [onlyInBranch, x]), "t");
+  const other = g.subgraph("else");
+  other.output(x, "e");
+  const [y] = g.opN("If", [flag], 1, { then_branch: then, else_branch: other }, { shape: [[2]] });
+  g.output(y, "y");
+  assert.deepEqual(g.nodes.map((n) => n.name), ["unread", "dead", "read_by_branch", "If", "y"]);
+  assert.deepEqual(g.toGraph().nodes.map((n) => n.name), ["read_by_branch", "If", "y"]);
+});
+
 Deno.test("attributes: ints, negative ints and floats reach onnxruntime", async () => {
   const g = new GraphBuilder("attrs");
   const x = g.input("x", "float32", [2, 3]);
