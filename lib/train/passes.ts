@@ -207,11 +207,11 @@ async function withReference(
   const ones = episodes.map((e) => new Float32Array(e.tokens.length).fill(1));
   const out = episodes.map((e) => ({ ...e, inputs: { ...e.inputs } }));
   for (const mb of planMicroBatches(episodes, ones, s.microBatchTokens, trainer.maxChunk)) {
-    const result = s.reference
-      ? await trainer.run(mb, s.reference, s.scalars, { valueHead })
-      : await trainer.run(mb, params, s.scalars, { scale: 0, valueHead });
+    const logprobs = s.reference
+      ? await trainer.logprobs(mb, s.reference, s.scalars, { valueHead })
+      : await trainer.logprobs(mb, params, s.scalars, { scale: 0, valueHead });
     mb.episodes.forEach((e, row) => {
-      out[e].inputs[reference.name] = unshift(result.logprobs, mb, row, episodes[e].tokens.length);
+      out[e].inputs[reference.name] = unshift(logprobs, mb, row, episodes[e].tokens.length);
     });
   }
   return out;

@@ -92,8 +92,8 @@ export async function trainerLogprobs(
 ): Promise<Float32Array[]> {
   const out: Float32Array[] = episodes.map((e) => new Float32Array(e.tokens.length).fill(NaN));
   for (const mb of planMicroBatches(episodes, weights, microBatchTokens, trainer.maxChunk)) {
-    const result = await trainer.run(mb, params, scalars, { valueHead });
-    mb.episodes.forEach((e, row) => (out[e] = unshift(result.logprobs, mb, row, episodes[e].tokens.length)));
+    const logprobs = await trainer.logprobs(mb, params, scalars, { valueHead });
+    mb.episodes.forEach((e, row) => (out[e] = unshift(logprobs, mb, row, episodes[e].tokens.length)));
   }
   return out;
 }

@@ -89,8 +89,17 @@ function addValueOutputs(g: GraphBuilder, value: ValueHeadPart): void {
   value.params.forEach((p, i) => g.output(value.grads[i], TRAIN_IO.grad(p.name)));
 }
 
-/** Builds the train graph of `model` for `spec`, over `shared` weights when given (graph/weights.ts). */
-export function buildTrainModel(model: ModelDir, spec: TrainGraphSpec, shared?: SharedWeights): TrainModel {
+/**
+ * Builds the train graph of `model` for `spec`, over `shared` weights when given (graph/weights.ts).
+ * `logprobsOnly`: the same graph with the log-probs as its one output, so that only the nodes they depend
+ * on are written (GraphBuilder): the forward pass, for the passes that read log-probs and no gradient.
+ */
+export function buildTrainModel(
+  model: ModelDir,
+  spec: TrainGraphSpec,
+  shared?: SharedWeights,
+  logprobsOnly = false,
+): TrainModel {
   const cfg = model.config;
   const g = new GraphBuilder("qwen3_train");
   const ids = g.input(TRAIN_IO.ids, "int64", ["B", "T"]);
@@ -157,6 +166,15 @@ export function buildTrainModel(model: ModelDir, spec: TrainGraphSpec, shared?: 
     dHead,
     "add",
   ); // [N, H]
+  if (logprobsOnly) {
+    g.output(head.logprobs, TRAIN_IO.logprobs);
+    return {
+      bytes: g.toModel({ doc: `Qwen3 LoRA log-probs (the train graph's forward) for ${model.dir}` }),
+      externalFolder: weights.folder,
+      loraInputs: lora.tensors.map((t) => t.name),
+      shared: weights.shared,
+    };
+  }
   const seed = { value: hidden, grad: shaped(dHidden, ["N", cfg.hidden_size]) };
   const grads = backward(g, [seed], lora.tensors, {
     sum: forms.gradientSum,

@@ -76,6 +76,9 @@ export class Trainer {
   /** The graph's per-token inputs, as the algorithm declares them (algorithm.ts). */
   readonly tokenInputs: readonly TokenInput[];
   readonly #session: EngineSession;
+  /** The forward alone (`buildTrainModel`'s logprobsOnly), opened at the first `logprobs` call. */
+  #forward: Promise<EngineSession> | null = null;
+  readonly #sessionOptions: SessionOptions;
   /**
    * The group tensors built per parameter map and LoRA scale (the reference pass runs the base model at 0,
    * or the run's starting adapter at the policy's scale): every micro-batch of an optimizer step reads the
@@ -89,15 +92,20 @@ export class Trainer {
     model: ModelDir,
     spec: TrainGraphSpec & { lora: LoraSpec },
     session: EngineSession,
+    sessionOptions: SessionOptions,
   ) {
     this.model = model;
     this.spec = spec;
     this.#session = session;
+    this.#sessionOptions = sessionOptions;
     this.maxChunk = headChunkRows(model.config.vocab_size);
     this.tokenInputs = tokenInputsOf(spec);
   }
 
-  /** Train graphs built and sessions opened in this process (a run should build one: tests count). */
+  /**
+   * Train graphs built and sessions opened in this process (a run should build one: tests count; the
+   * forward-alone session of `logprobs` is not counted).
+   */
   static created = 0;
 
   /** Builds the train graph for `spec` and opens its session (seconds for a large model). */
@@ -110,7 +118,7 @@ export class Trainer {
     const built = buildTrainModel(model, spec, sessionWeights(sessionOptions));
     const session = await openEngineSession(built.bytes, built.externalFolder, sessionOptions, built.shared);
     Trainer.created++;
-    return new Trainer(model, spec, session);
+    return new Trainer(model, spec, session, sessionOptions);
   }
 
   /** Group layouts of the parameters built so far: one per optimizer step and LoRA scale (tests count). */
@@ -131,6 +139,89 @@ export class Trainer {
   /** Forward and backward over one micro-batch with LoRA `params` (and the value head, when it has one). */
   async run(mb: MicroBatch, params: LoraWeights, s: LossScalars, o: RunOptions = {}): Promise<MicroResult> {
     const scale = o.scale ?? loraScale(this.spec.lora);
+    const inputs = this.#inputs(mb, params, s, scale);
+    const cfg = this.model.config;
+    const keys = loraTensorSpecs(cfg, this.spec.lora);
+    const groups = loraGroupSpecs(cfg, this.spec.lora).flatMap((spec) => [spec.a, spec.b]);
+    const half = this.spec.compute === "float16";
+    const tensor = (data: Float32Array | Float16Array, dims: number[]): HostTensor =>
+      data instanceof Float16Array ? { type: "float16", data, dims } : f32(data, dims);
+    const groupGrads = new Map(groups.map((t) => {
+      const size = t.dims[0] * t.dims[1];
+      return [t.name, half ? new Float16Array(size) : new Float32Array(size)];
+    }));
+
+    // Every output is allocated here and written in place by the run.
+    const rows = () => new Float32Array(mb.headRows.length);
+    const result: MicroResult = {
+      loss: 0,
+      grads: new Map(keys.map((t) => [t.key, new Float32Array(t.dims[0] * t.dims[1])])),
+      logprobs: rows(),
+      pg: rows(),
+      kl: rows(),
+      clipped: rows(),
+      entropy: rows(),
+    };
+    const loss = new Float32Array(1);
+    const head = [mb.headRows.length];
+    const outputs: Record<string, HostTensor> = {
+      [TRAIN_IO.loss]: f32(loss, []),
+      [TRAIN_IO.logprobs]: f32(result.logprobs, head),
+      [TRAIN_IO.pg]: f32(result.pg, head),
+      [TRAIN_IO.kl]: f32(result.kl, head),
+      [TRAIN_IO.clipped]: f32(result.clipped, head),
+      [TRAIN_IO.entropy]: f32(result.entropy, head),
+    };
+    for (const t of groups) outputs[TRAIN_IO.grad(t.name)] = tensor(groupGrads.get(t.name)!, t.dims);
+    const value = this.hasValueHead ? this.#valueFeeds(mb, s, o.valueHead, inputs, outputs) : undefined;
+    await this.#session.run(inputs, outputs);
+    ungroupGradients(cfg, this.spec.lora, groupGrads, scale, result.grads);
+    result.loss = loss[0];
+    if (value) result.value = { values: value.values, loss: value.loss[0], grads: value.grads };
+    return result;
+  }
+
+  /**
+   * Whether `logprobs` runs the train graph's forward alone: on the CPU over shared weights (a second
+   * session over the same one copy), where its log-probs are `run`'s floats bit for bit. Elsewhere it
+   * runs the whole graph: a second session would hold a second copy of the weights, and on WebGPU
+   * onnxruntime optimizes the forward alone differently (measured on lavapipe: 11 to 164 of 192 log-probs
+   * differed in their last bits, none with optimizations off), while the passes' log-probs must be the
+   * train run's own, so that on policy every ratio is exactly 1.
+   */
+  get forwardAlone(): boolean {
+    return sessionWeights(this.#sessionOptions) !== undefined;
+  }
+
+  /**
+   * The log-probs of one micro-batch's head rows, the same floats as `run`'s, for the passes that read no
+   * gradient (passes.ts: the reference, the trainer-side old log-probs, GSPO's sequence ratio). Where
+   * `forwardAlone`, a second session over the same graph with its one output, built and opened at the
+   * first call: onnxruntime runs only the forward (about half the time of forward and backward).
+   */
+  async logprobs(
+    mb: MicroBatch,
+    params: LoraWeights,
+    s: LossScalars,
+    o: RunOptions = {},
+  ): Promise<Float32Array> {
+    if (!this.forwardAlone) return (await this.run(mb, params, s, o)).logprobs;
+    const session = await (this.#forward ??= this.#openForward());
+    const inputs = this.#inputs(mb, params, s, o.scale ?? loraScale(this.spec.lora));
+    if (this.hasValueHead) this.#valueFeeds(mb, s, o.valueHead, inputs, {});
+    const logprobs = new Float32Array(mb.headRows.length);
+    await session.run(inputs, { [TRAIN_IO.logprobs]: f32(logprobs, [mb.headRows.length]) });
+    return logprobs;
+  }
+
+  async #openForward(): Promise<EngineSession> {
+    const o = this.#sessionOptions;
+    const built = buildTrainModel(this.model, this.spec, sessionWeights(o), true);
+    return await openEngineSession(built.bytes, built.externalFolder, o, built.shared);
+  }
+
+  /** The graph inputs of one micro-batch, the value head's aside: tokens, per-token inputs, scalars, adapter. */
+  #inputs(mb: MicroBatch, params: LoraWeights, s: LossScalars, scale: number): Record<string, HostTensor> {
     const dims = [mb.rows, mb.width];
     const head = [mb.headRows.length];
     const f32 = (data: Float32Array, shape = head): HostTensor => ({ type: "float32", data, dims: shape });
@@ -148,46 +239,16 @@ export class Trainer {
     for (const input of this.tokenInputs) inputs[input.name] = f32(this.#tokenFeed(mb, input));
     for (const { key } of policyLossOf(this.spec).scalars) inputs[key] = scalar(scalarValue(s, key));
     const cfg = this.model.config;
-    const keys = loraTensorSpecs(cfg, this.spec.lora);
     const groups = loraGroupSpecs(cfg, this.spec.lora).flatMap((spec) => [spec.a, spec.b]);
     const grouped = this.#groupFeeds(params, scale);
     // The group tensors and their gradients are in the compute dtype (train_graph.ts).
-    const half = this.spec.compute === "float16";
-    const tensor = (data: Float32Array | Float16Array, dims: number[]): HostTensor =>
-      data instanceof Float16Array ? { type: "float16", data, dims } : f32(data, dims);
-    const groupGrads = new Map(groups.map((t) => {
-      const size = t.dims[0] * t.dims[1];
-      return [t.name, half ? new Float16Array(size) : new Float32Array(size)];
-    }));
-    for (const t of groups) inputs[t.name] = tensor(grouped.get(t.name)!, t.dims);
-
-    // Every output is allocated here and written in place by the run.
-    const rows = () => new Float32Array(mb.headRows.length);
-    const result: MicroResult = {
-      loss: 0,
-      grads: new Map(keys.map((t) => [t.key, new Float32Array(t.dims[0] * t.dims[1])])),
-      logprobs: rows(),
-      pg: rows(),
-      kl: rows(),
-      clipped: rows(),
-      entropy: rows(),
-    };
-    const loss = new Float32Array(1);
-    const outputs: Record<string, HostTensor> = {
-      [TRAIN_IO.loss]: f32(loss, []),
-      [TRAIN_IO.logprobs]: f32(result.logprobs),
-      [TRAIN_IO.pg]: f32(result.pg),
-      [TRAIN_IO.kl]: f32(result.kl),
-      [TRAIN_IO.clipped]: f32(result.clipped),
-      [TRAIN_IO.entropy]: f32(result.entropy),
-    };
-    for (const t of groups) outputs[TRAIN_IO.grad(t.name)] = tensor(groupGrads.get(t.name)!, t.dims);
-    const value = this.hasValueHead ? this.#valueFeeds(mb, s, o.valueHead, inputs, outputs) : undefined;
-    await this.#session.run(inputs, outputs);
-    ungroupGradients(cfg, this.spec.lora, groupGrads, scale, result.grads);
-    result.loss = loss[0];
-    if (value) result.value = { values: value.values, loss: value.loss[0], grads: value.grads };
-    return result;
+    for (const t of groups) {
+      const data = grouped.get(t.name)!;
+      inputs[t.name] = data instanceof Float16Array
+        ? { type: "float16", data, dims: t.dims }
+        : f32(data, t.dims);
+    }
+    return inputs;
   }
 
   /** `params` in the groups layout at `scale`, in the compute dtype: cached until the parameters change. */
@@ -244,7 +305,10 @@ export class Trainer {
   }
 
   async close(): Promise<void> {
+    const forward = this.#forward;
+    this.#forward = null;
     await this.#session.close();
+    if (forward) await (await forward).close();
   }
 }
 
@@ -266,4 +330,8 @@ function scalarValue(s: LossScalars, key: string): number {
   const value = s.loss?.[key] ?? SHARED_SCALARS[key]?.(s);
   if (value === undefined) throw new Error(`trainer: the loss declares scalar ${key} and none was given`);
   return value;
+}
+
+function f32(data: Float32Array, dims: readonly number[]): HostTensor {
+  return { type: "float32", data, dims: [...dims] };
 }

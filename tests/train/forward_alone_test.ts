@@ -1,0 +1,104 @@
+/**
+ * `Trainer.logprobs`: the passes that read log-probs and no gradient (the KL reference, the trainer-side
+ * old log-probs of the sampler–trainer correction, GSPO's sequence ratio) run the train graph's forward
+ * alone where the weights are shared on the CPU, and must give `run`'s log-probs bit for bit: on policy
+ * every ratio is then exactly 1 (docs/RELIABILITY.md 194, 197).
+ */
+
+import assert from "node:assert/strict";
+import type { LoraSpec } from "../../lib/model/lora.ts";
+import { openModelDir } from "../../lib/model/model_dir.ts";
+import { loadSharedWeights } from "../../lib/model/shared_weights.ts";
+import type { AlgorithmSpec } from "../../lib/train/algorithm.ts";
+import { aggregationWeights, planMicroBatches, type TrainEpisode } from "../../lib/train/batch.ts";
+import { Trainer } from "../../lib/train/trainer.ts";
+import { freshValueState } from "../../lib/train/value_checkpoint.ts";
+import { randomAdapter } from "../helpers/adapters.ts";
+import { makeTinyModel } from "../helpers/tiny_model.ts";
+
+const SPEC: LoraSpec = { r: 2, alpha: 4, rslora: false, targets: ["q", "k", "v", "o", "gate", "up", "down"] };
+const SCALARS = { temperature: 0.7, epsLow: 0.2, epsHigh: 0.28, beta: 0.05, vfCoef: 0.5, valueClip: 0.2 };
+
+/** Ragged episodes with masked prompts, every per-token input a graph of these algorithms may declare. */
+function episodes(): TrainEpisode[] {
+  return [40, 17, 90, 5].map((n, i) => {
+    const zeros = Array(n).fill(0);
+    return {
+      tokens: Array.from({ length: n }, (_, j) => (j * 7 + i * 13) % 500),
+      lossMask: Array.from({ length: n }, (_, j) => (j >= 4 ? 1 : 0)),
+      inputs: {
+        old_logprobs: Array(n).fill(-6.2),
+        ref_logprobs: Array(n).fill(-6),
+        advantages: Array(n).fill(i % 2 ? -1 : 1),
+        seq_log_ratio: zeros,
+        returns: zeros,
+        old_values: zeros,
+      },
+    };
+  });
+}
+
+const ALGORITHMS: Record<string, AlgorithmSpec> = {
+  "clipped with a KL reference": { objective: "clipped", withReference: true },
+  gspo: { objective: "gspo", withReference: false },
+  "clipped with a value head (PPO)": { objective: "clipped", withReference: false, valueLoss: "squared" },
+};
+
+Deno.test("on the CPU over shared weights, the forward alone gives the train run's log-probs bit for bit", async () => {
+  const model = await openModelDir(
+    await makeTinyModel({ layers: 3, vocab: 512, tokenizer: false, seed: 11 }),
+  );
+  const sharedWeights = await loadSharedWeights(model);
+  const adapter = randomAdapter(model.config, SPEC, 5);
+  const valueHead = freshValueState(model.config.hidden_size, 3, "adamw").weights;
+  for (const [name, algorithm] of Object.entries(ALGORITHMS)) {
+    const trainer = await Trainer.create(model, { lora: SPEC, ...algorithm }, { sharedWeights });
+    try {
+      assert.ok(trainer.forwardAlone, `${name}: the shared CPU trainer runs the forward alone`);
+      const batch = episodes().map((e) => ({
+        ...e,
+        inputs: Object.fromEntries(trainer.tokenInputs.map((i) => [i.name, e.inputs[i.name]])),
+      }));
+      const weights = aggregationWeights(batch, "token_mean", 128);
+      let rows = 0;
+      for (const mb of planMicroBatches(batch, weights, 64, trainer.maxChunk)) {
+        for (const scale of [undefined, 0]) {
+          const whole = (await trainer.run(mb, adapter.weights, SCALARS, { scale, valueHead })).logprobs;
+          const alone = await trainer.logprobs(mb, adapter.weights, SCALARS, { scale, valueHead });
+          assert.deepEqual(
+            new Uint32Array(alone.buffer),
+            new Uint32Array(whole.buffer),
+            `${name}, scale ${scale}`,
+          );
+          rows += alone.length;
+        }
+      }
+      assert.ok(rows > 300, `${name}: ${rows} log-probs compared`);
+    } finally {
+      await trainer.close();
+    }
+  }
+});
+
+Deno.test("without shared weights the trainer runs the whole graph for log-probs (no second copy of the weights)", async () => {
+  const model = await openModelDir(await makeTinyModel({ vocab: 512, tokenizer: false, seed: 11 }));
+  const trainer = await Trainer.create(model, { lora: SPEC, objective: "clipped", withReference: false });
+  try {
+    assert.equal(trainer.forwardAlone, false);
+    const batch = episodes().map((e) => ({
+      ...e,
+      inputs: { old_logprobs: e.inputs.old_logprobs, advantages: e.inputs.advantages },
+    }));
+    const [mb] = planMicroBatches(
+      batch,
+      aggregationWeights(batch, "token_mean", 128),
+      4096,
+      trainer.maxChunk,
+    );
+    const adapter = randomAdapter(model.config, SPEC, 5);
+    const whole = (await trainer.run(mb, adapter.weights, SCALARS)).logprobs;
+    assert.deepEqual(await trainer.logprobs(mb, adapter.weights, SCALARS), whole);
+  } finally {
+    await trainer.close();
+  }
+});
