@@ -17,9 +17,8 @@
  * carry float16's rounding) and cast back to x's dtype: seven kernels where inv is read from the forward
  * node's `inv_std_var` output (the CPU provider writes it: `GradContext.readsNormStats`), four nodes
  * more (two GPU dispatches) where it is computed again from x (the WebGPU kernels do not write it:
- * `invStdVar`). The skip form adds
- * `s = input + skip` first and returns s as a fourth output (the residual stream); its rule adds s's own
- * gradient and gives the sum to both.
+ * `invStdVar`). The skip form adds `s = input + skip` first and returns s as a fourth output (the residual
+ * stream); its rule adds s's own gradient and gives the sum to both.
  *
  * @module
  */

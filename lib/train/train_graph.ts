@@ -166,14 +166,15 @@ export function buildTrainModel(
     dHead,
     "add",
   ); // [N, H]
+  const built = (doc: string): TrainModel => ({
+    bytes: g.toModel({ doc: `${doc} for ${model.dir}` }),
+    externalFolder: weights.folder,
+    loraInputs: lora.tensors.map((t) => t.name),
+    shared: weights.shared,
+  });
   if (logprobsOnly) {
     g.output(head.logprobs, TRAIN_IO.logprobs);
-    return {
-      bytes: g.toModel({ doc: `Qwen3 LoRA log-probs (the train graph's forward) for ${model.dir}` }),
-      externalFolder: weights.folder,
-      loraInputs: lora.tensors.map((t) => t.name),
-      shared: weights.shared,
-    };
+    return built("Qwen3 LoRA log-probs (the train graph's forward)");
   }
   const seed = { value: hidden, grad: shaped(dHidden, ["N", cfg.hidden_size]) };
   const grads = backward(g, [seed], lora.tensors, {
@@ -191,10 +192,5 @@ export function buildTrainModel(
   g.output(head.entropy, TRAIN_IO.entropy);
   g.output(value ? Add.emit(g, head.loss, value.scaledLoss) : head.loss, TRAIN_IO.loss);
   if (value) addValueOutputs(g, value);
-  return {
-    bytes: g.toModel({ doc: `Qwen3 LoRA train graph for ${model.dir}` }),
-    externalFolder: weights.folder,
-    loraInputs: lora.tensors.map((t) => t.name),
-    shared: weights.shared,
-  };
+  return built("Qwen3 LoRA train graph");
 }

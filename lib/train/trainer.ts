@@ -224,7 +224,6 @@ export class Trainer {
   #inputs(mb: MicroBatch, params: LoraWeights, s: LossScalars, scale: number): Record<string, HostTensor> {
     const dims = [mb.rows, mb.width];
     const head = [mb.headRows.length];
-    const f32 = (data: Float32Array, shape = head): HostTensor => ({ type: "float32", data, dims: shape });
     const i64 = (data: BigInt64Array, shape = dims): HostTensor => ({ type: "int64", data, dims: shape });
     const scalar = (v: number) => f32(Float32Array.of(v), []);
     const inputs: Record<string, HostTensor> = {
@@ -232,11 +231,11 @@ export class Trainer {
       [TRAIN_IO.positions]: i64(mb.positions),
       [TRAIN_IO.headRows]: i64(mb.headRows, head),
       [TRAIN_IO.targets]: i64(mb.targets, head),
-      [TRAIN_IO.weights]: f32(mb.weights),
+      [TRAIN_IO.weights]: f32(mb.weights, head),
       [TRAIN_IO.temperature]: scalar(s.temperature),
       [TRAIN_IO.chunk]: i64(BigInt64Array.of(BigInt(mb.chunk)), []),
     };
-    for (const input of this.tokenInputs) inputs[input.name] = f32(this.#tokenFeed(mb, input));
+    for (const input of this.tokenInputs) inputs[input.name] = f32(this.#tokenFeed(mb, input), head);
     for (const { key } of policyLossOf(this.spec).scalars) inputs[key] = scalar(scalarValue(s, key));
     const cfg = this.model.config;
     const groups = loraGroupSpecs(cfg, this.spec.lora).flatMap((spec) => [spec.a, spec.b]);
