@@ -28,8 +28,8 @@
  * As TRL's `vllm_importance_sampling_mode` (token_truncate, token_mask, sequence_truncate, sequence_mask:
  * ours are `train.loss.rollout_is` × `rollout_is_level`; TRL's default sequence_mask with C = 3 is ours) and
  * verl's `rollout_is` (token or sequence level, truncate or mask). Deviations: only the upper bound C (no
- * lower threshold, no geometric-mean level); the recomputation runs the train graph, which computes
- * gradients too (they are discarded), so it costs a forward and a backward rather than a forward alone;
+ * lower threshold, no geometric-mean level); the recomputation is `Trainer.logprobs`, the train graph's
+ * forward alone on the CPU over shared weights and the whole graph elsewhere (its gradients discarded);
  * tokens the rollout did not sample never count (their loss weight is already 0).
  *
  * @module
