@@ -9,10 +9,19 @@
  */
 
 import type { GraphBuilder, NodeRecord, Value } from "./builder.ts";
-import { floatAttr, gradError, gradOps, intAttr, outGrad, shapeValue, sumToShape } from "./grad_util.ts";
+import {
+  floatAttr,
+  gradError,
+  gradOps,
+  intAttr,
+  outGrad,
+  shapeValue,
+  sumToShape,
+  transposedFrom,
+} from "./grad_util.ts";
 import type { GradContext } from "./op_def.ts";
 import type { Dim } from "./proto.ts";
-import { matmulShape, type Shape } from "./shape.ts";
+import { matmulShape, sameShape, type Shape } from "./shape.ts";
 
 /** MatMul: numpy semantics, 1-D operands included (treated as a row / a column). */
 export function matmulGrad(ctx: GradContext): (Value | null)[] {
@@ -64,7 +73,7 @@ function matrixGrads(
   const fromA: Dim[] | undefined = batch && [...batch, ...a.shape!.slice(-2)];
   const fromB: Dim[] | undefined = batch && [...batch, ...b.shape!.slice(-2)];
   const db = () =>
-    swappedFrom(g, b) && sameDims(fromB, b.shape)
+    swappedFrom(g, b) && sameShape(fromB, b.shape)
       ? swapLast(g, o.MatMul(swapLast(g, dy), a)) // (dyᵀ @ a)ᵀ: the Transpose's rule reads through it
       : sumToShape(g, o.MatMul(swapLast(g, a), dy), fromB, b, node); // b's shape
   return [
@@ -81,15 +90,7 @@ function matrixGrads(
  * keeps only the nodes an output needs).
  */
 function swappedFrom(g: GraphBuilder, x: Value): Value | undefined {
-  const r = x.shape!.length;
-  const source = g.producer(x);
-  const perm = source?.opType === "Transpose" ? source.attrs.perm : undefined;
-  if (perm?.type !== "ints" || !perm.value.every((p, i) => Number(p) === swapPerm(r)[i])) return undefined;
-  return source!.inputs[0] as Value;
-}
-
-function sameDims(a: readonly Dim[] | undefined, b: readonly Dim[] | undefined): boolean {
-  return a !== undefined && b !== undefined && a.length === b.length && a.every((d, i) => d === b[i]);
+  return transposedFrom(g, x, swapPerm(x.shape!.length));
 }
 
 /** The permutation that swaps the last two of `r` axes. */

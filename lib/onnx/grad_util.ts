@@ -54,6 +54,14 @@ export function floatAttr(node: NodeRecord, name: string, fallback: number): num
   return a?.type === "float" ? a.value : fallback;
 }
 
+/** The input of the Transpose node that computes `x` with permutation `perm`, if x is one; else undefined. */
+export function transposedFrom(g: GraphBuilder, x: Value, perm: readonly number[]): Value | undefined {
+  const source = g.producer(x);
+  const sourcePerm = source?.opType === "Transpose" ? intsAttr(source, "perm") : undefined;
+  const same = sourcePerm?.length === perm.length && sourcePerm.every((p, k) => p === perm[k]);
+  return same ? source!.inputs[0] as Value : undefined;
+}
+
 /** An ints attribute of the forward node. */
 export function intsAttr(node: NodeRecord, name: string): number[] | undefined {
   const a = node.attrs[name];

@@ -20,6 +20,7 @@ import {
   shapeValue,
   stringAttr,
   sumToShape,
+  transposedFrom,
   zerosLike,
 } from "./grad_util.ts";
 import { type GradContext, pairRules } from "./op_def.ts";
@@ -58,12 +59,8 @@ function transposeGrad(ctx: GradContext): (Value | null)[] {
   const perm = intsAttr(ctx.node, "perm");
   const inverse = perm?.map((_, i) => perm.indexOf(i));
   const dy = outGrad(ctx);
-  const source = ctx.g.producer(dy);
-  const sourcePerm = source?.opType === "Transpose" ? intsAttr(source, "perm") : undefined;
-  if (perm && sourcePerm?.length === perm.length && sourcePerm.every((p, i) => p === perm[i])) {
-    return [source!.inputs[0] as Value];
-  }
-  return [gradOps(ctx.g).Transpose(dy, inverse)];
+  const through = perm && transposedFrom(ctx.g, dy, perm);
+  return [through ?? gradOps(ctx.g).Transpose(dy, inverse)];
 }
 
 /** Split: the output gradients joined again (zeros for outputs that do not reach the loss). */
