@@ -18,6 +18,7 @@
  */
 
 import type { GraphBuilder, NodeRecord, Value } from "./builder.ts";
+import { type GradRegion, gradRegionsByNode } from "./grad_region.ts";
 import { nodeLabel } from "./grad_util.ts";
 import type { GradRule, OpDef } from "./op_def.ts";
 import { OPS } from "./ops.ts";
@@ -55,8 +56,18 @@ export function backward(
   const live = dependents(forward, wrt);
   const acc = new Accumulator(g, options.sum ?? "Sum", forward.length);
   for (const seed of seeds) if (live.has(seed.value.name)) acc.add(seed.value, seed.grad);
+  const regions = gradRegionsByNode(g);
+  const index = new Map(forward.map((n, i) => [n, i]));
   for (let k = forward.length - 1; k >= 0; k--) {
     const node = forward[k];
+    const region = regions.get(node);
+    if (region) {
+      // The region's rule runs once, at its last node; its other nodes have no rule of their own here.
+      if (k === Math.max(...region.nodes.map((n) => index.get(n) ?? -1))) {
+        walkRegion({ g, acc, live, region, node, after: (v) => (index.get(g.producer(v)!) ?? -1) > k });
+      }
+      continue;
+    }
     const grads = node.outputs.map((v) => acc.total(v));
     if (grads.every((d) => d === null)) continue;
     const entry = entryOf(node);
@@ -72,6 +83,48 @@ export function backward(
     });
   }
   return wrt.map((v) => acc.total(v));
+}
+
+/**
+ * A gradient region's step (grad_region.ts): its rule, given its outputs' gradients, adds its inputs'.
+ * `after(v)`: whether v is computed after the region (its gradient complete, for `gradOf`).
+ */
+function walkRegion(
+  w: {
+    g: GraphBuilder;
+    acc: Accumulator;
+    live: ReadonlySet<string>;
+    region: GradRegion;
+    node: NodeRecord;
+    after: (v: Value) => boolean;
+  },
+): void {
+  const { g, acc, live, region, node } = w;
+  for (const inner of region.nodes.flatMap((n) => n.outputs)) {
+    if (!region.outputs.includes(inner) && acc.total(inner)) {
+      throw new Error(
+        `autodiff: ${inner.name} lies inside a gradient region (ending at ${
+          nodeLabel(node)
+        }) but a gradient ` +
+          "reaches it from outside: read only the region's outputs",
+      );
+    }
+  }
+  const grads = region.outputs.map((v) => acc.total(v));
+  const wants = region.inputs.map((v) => live.has(v.name));
+  if (grads.every((d) => d === null) || !wants.some((x) => x)) return;
+  const gradOf = (v: Value) => {
+    if (!g.producer(v) || !w.after(v)) {
+      throw new Error(
+        `autodiff: a region's rule read the gradient of ${v.name}, which is not computed after it`,
+      );
+    }
+    return acc.total(v);
+  };
+  const dx = g.scope(`${node.name}.grad`, () => region.grad({ g, grads, wants, gradOf }));
+  region.inputs.forEach((v, i) => {
+    if (wants[i] && dx[i]) acc.add(v, dx[i]!);
+  });
 }
 
 /** Names of the values that depend on some `wrt` through inputs that carry gradients. */

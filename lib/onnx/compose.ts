@@ -8,11 +8,13 @@
  */
 
 import type { GraphBuilder, Value } from "./builder.ts";
+import { noteGradRegion, type RegionGradContext } from "./grad_region.ts";
 import { intsInput } from "./op_def.ts";
 import { OPS } from "./ops.ts";
 
 const { Add, Mul, Sigmoid, Sqrt, Sub, Neg, Concat, Split, Softmax, MatMul, Transpose } = OPS;
-const { ReduceMean, ReduceLogSumExp, ReduceSum, Unsqueeze, Expand, Reshape, Shape, Reciprocal } = OPS;
+const { ReduceMean, ReduceLogSumExp, ReduceSum, Unsqueeze, Squeeze, Expand, Reshape, Shape, Reciprocal } =
+  OPS;
 
 /** `x * sigmoid(x)`. */
 export function silu(g: GraphBuilder, x: Value): Value {
@@ -80,6 +82,12 @@ export interface AttentionOptions {
  * Plain softmax attention: softmax(q kᵀ · scale + bias) v. q [B, H, T, D], k, v [B, H, S, D]. With
  * 16-bit inputs the scores are scaled, biased and normalized in float32 (a float32 bias such as a large
  * negative mask stays representable), and the weights cast back for the product with v.
+ *
+ * The span from the scores to the weights fed to v is one gradient region (grad_region.ts): with P those
+ * weights, dP their gradient and O the output, the scores' gradient is `P · (dP − rowsum(dO · O))`
+ * (`rowsum(dP · P)` over the S keys equals `rowsum(dO · O)` over the D dims, since dP = dO · vᵀ and
+ * O = P · v), in P's dtype: four kernels, none of them a Cast, where the span's own rules make four over
+ * `[T, S]` (the row sums' product) and, in float16, two Casts of `[T, S]` tensors more.
  */
 export function attention(
   g: GraphBuilder,
@@ -92,12 +100,41 @@ export function attention(
   const kT = Transpose.emit(g, k, [0, 1, 3, 2]); // [B, H, D, S]
   const narrow = q.dtype === "float16" || q.dtype === "bfloat16" ? q.dtype : null; // float64 stays float64
   const qk = MatMul.emit(g, q, kT); // [B, H, T, S]
+  const start = g.nodes.length;
   const wide = narrow ? OPS.Cast.emit(g, qk, "float32") : qk;
   const scale = o.scale ?? 1 / Math.sqrt(headDim);
   let scores = scale === 1 ? wide : Mul.emit(g, wide, scale); // a scale folded into q costs no kernel
   if (o.bias) scores = Add.emit(g, scores, o.bias); // [B, H, T, S]
-  const weights = Softmax.emit(g, scores, -1); // [B, H, T, S]
-  return MatMul.emit(g, narrow ? OPS.Cast.emit(g, weights, narrow) : weights, v); // [B, H, T, D]
+  const softmax = Softmax.emit(g, scores, -1); // [B, H, T, S]
+  const weights = narrow ? OPS.Cast.emit(g, softmax, narrow) : softmax; // [B, H, T, S]
+  const span = g.nodes.slice(start);
+  const out = MatMul.emit(g, weights, v); // [B, H, T, D]
+  noteGradRegion(g, {
+    nodes: span,
+    inputs: o.bias ? [qk, o.bias] : [qk],
+    outputs: [weights],
+    grad: (ctx) => softmaxSpanGrad(ctx, { weights, out, scale, bias: o.bias }),
+  });
+  return out;
+}
+
+/** The scores' (and the bias's) gradient of attention's softmax span; see `attention`. */
+function softmaxSpanGrad(
+  ctx: RegionGradContext,
+  span: { weights: Value; out: Value; scale: number; bias?: Value },
+): (Value | null)[] {
+  const { g, grads: [dP], wants } = ctx;
+  const dO = ctx.gradOf(span.out); // [B, H, T, D]
+  if (!dP || !dO) return [null, null];
+  // the weights feed only `out`, so rowsum(dP · P) = rowsum(dO · O)
+  const rowDot = ReduceSum.emit(g, Mul.emit(g, dO, span.out), [-1], { keepdims: true }); // [B, H, T, 1]
+  const dScores = Mul.emit(g, span.weights, Sub.emit(g, dP, rowDot)); // [B, H, T, S]
+  const dBias = span.bias && wants[1] ? unbroadcast(g, widen(g, dScores, span.bias), span.bias) : null;
+  return [wants[0] ? (span.scale === 1 ? dScores : Mul.emit(g, dScores, span.scale)) : null, dBias];
+}
+
+function widen(g: GraphBuilder, x: Value, like: Value): Value {
+  return like.dtype && x.dtype !== like.dtype ? OPS.Cast.emit(g, x, like.dtype) : x;
 }
 
 /**
@@ -116,5 +153,5 @@ export function unbroadcast(g: GraphBuilder, grad: Value, target: Value): Value 
   if (axes.length === 0) return grad;
   const summed = ReduceSum.emit(g, grad, axes, { keepdims: true }); // rank of grad
   if (lead === 0) return summed;
-  return OPS.Squeeze.emit(g, summed, Array.from({ length: lead }, (_, i) => i)); // shape of target
+  return Squeeze.emit(g, summed, Array.from({ length: lead }, (_, i) => i)); // shape of target
 }

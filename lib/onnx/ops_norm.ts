@@ -13,18 +13,19 @@
  *
  *   dx = inv · (g − x̂ · mean(g · x̂))               dw = Σ over the leading axes of dy · x̂
  *
- * computed in float32 from x (x̂ again, not the forward output y, which in float16 would cost a Cast and
- * carry float16's rounding) and cast back to x's dtype: seven kernels where inv is read from the forward
- * node's `inv_std_var` output (the CPU provider writes it: `GradContext.readsNormStats`), four nodes
- * more (two GPU dispatches) where it is computed again from x (the WebGPU kernels do not write it:
- * `invStdVar`). The skip form adds `s = input + skip` first and returns s as a fourth output (the residual
- * stream); its rule adds s's own gradient and gives the sum to both.
+ * Where inv is read from the forward node's `inv_std_var` output (the CPU provider writes it:
+ * `GradContext.readsNormStats`), dx is computed in float32 from x (x̂ again, not the forward output y,
+ * which in float16 would cost a Cast and carry float16's rounding) and cast back to x's dtype: seven
+ * kernels. Where the kernel did not keep it (WebGPU), dx comes from one LayerNormalization over `[x, -x]`
+ * and two MatMuls (`projectedGrad`): six GPU programs, in x's dtype. dw (frozen in LoRA training) takes
+ * the elementwise form. The skip form adds `s = input + skip` first and returns s as a fourth output (the
+ * residual stream); its rule adds s's own gradient and gives the sum to both.
  *
  * @module
  */
 
 import { attr, type GraphBuilder, type Value } from "./builder.ts";
-import type { DType } from "./dtype.ts";
+import { arrayOf, type DType } from "./dtype.ts";
 import { floatAttr, gradError, gradOps, outGrad, sumToShape } from "./grad_util.ts";
 import { check, def, type GradContext } from "./op_def.ts";
 import { MS_DOMAIN } from "./ops_contrib.ts";
@@ -104,17 +105,17 @@ function rmsNormGrad(
 ): [Value | null, Value | null] {
   const { x, weight } = io;
   const o = gradOps(ctx.g);
-  const wide = (
-    v: Value,
-  ): Value => (v.dtype === "float32" || v.dtype === "float64" ? v : o.Cast(v, "float32"));
-  const xWide = wide(x); // [..., E]
   const eps = floatAttr(ctx.node, "epsilon", 1e-5);
+  const unit = UNIT_WEIGHTS.has(weight);
+  let dx: Value | null = null;
+  if (wants.x && !io.saved && projects(x)) dx = projectedGrad(ctx.g, x, unit ? dy : o.Mul(dy, weight), eps);
+  if (!wants.w && (dx || !wants.x)) return [dx, null];
+  const xWide = wide(ctx.g, x); // [..., E]
   const inv = io.saved ?? invStdVar(ctx.g, xWide, eps); // [..., 1]
   const xHat = o.Mul(xWide, inv); // [..., E]
-  const dyWide = wide(dy); // [..., E]
-  let dx: Value | null = null;
-  if (wants.x) {
-    const gw = UNIT_WEIGHTS.has(weight) ? dyWide : o.Mul(dyWide, wide(weight)); // [..., E]
+  const dyWide = wide(ctx.g, dy); // [..., E]
+  if (wants.x && !dx) {
+    const gw = unit ? dyWide : o.Mul(dyWide, wide(ctx.g, weight)); // [..., E]
     const m = o.ReduceMean(o.Mul(gw, xHat), [-1], { keepdims: true }); // [..., 1]
     dx = narrow(ctx.g, o.Mul(o.Sub(gw, o.Mul(xHat, m)), inv), x.dtype); // [..., E]
   }
@@ -126,13 +127,50 @@ function rmsNormGrad(
   return [dx, dw];
 }
 
+/** x in float32 where it is narrower (float64 stays). */
+function wide(g: GraphBuilder, v: Value): Value {
+  return v.dtype === "float32" || v.dtype === "float64" ? v : gradOps(g).Cast(v, "float32");
+}
+
+/** Whether `projectedGrad` applies: float32 or float16 x with a known last dim. */
+function projects(x: Value): boolean {
+  return (x.dtype === "float32" || x.dtype === "float16") && typeof x.shape?.at(-1) === "number";
+}
+
 /**
- * `(mean(x², last axis) + eps)^(-1/2)` `[..., 1]` for a norm whose kernel did not keep it: the
- * `InvStdDev` output of a standard LayerNormalization over the two rows `[x, -x]` (`[..., 2, E]`,
- * normalized over both axes: mean 0, so its variance is mean(x²)). onnxruntime's WebGPU
- * LayerNormalization writes that output, its SimplifiedLayerNormalization does not. The rows are one
- * broadcast Mul of x (unsqueezed: no kernel) by `[[1], [-1]]`, so two kernels on WebGPU where Mul,
- * ReduceMean, Add and Pow are four (the Unsqueeze and the final Squeeze alias their input).
+ * dx = inv · (gw − x̂ · mean(gw · x̂)) (`gw = dy · w`, x's dtype) for a norm whose kernel did not keep
+ * inv, from one standard LayerNormalization over the rows `[x, -x]` (`[..., 2, E]`; normalized over both
+ * axes: mean 0, so its `InvStdDev` output is inv) with scale c = 1/sqrt(2E): its Y is `c · [x̂, -x̂]`.
+ * Then `P = Y @ gw` (`[..., 2, 1]` = c · [Σ, -Σ], Σ = Σ gw · x̂) and `Pᵀ @ Y` = 2c² · Σ · x̂ =
+ * x̂ · mean(gw · x̂): the mean and the projection as two MatMuls. Six GPU programs (the rows' Mul, the
+ * LayerNormalization, two MatMuls, Sub, Mul) where the elementwise form takes eight; the Unsqueezes,
+ * Reshape and Squeeze alias their input. onnxruntime's WebGPU LayerNormalization writes `InvStdDev`, its
+ * SimplifiedLayerNormalization does not.
+ *
+ * In float16 it runs in float16, as the backward around it does (the statistics in float32 inside the
+ * LayerNormalization, `stash_type` 1; inv cast to float16, a one-per-row tensor): three `[..., E]` Casts
+ * fewer than a float32 detour. Measured against that detour in the WebGPU parity test (docs/ENGINE_FACTS.md).
+ */
+function projectedGrad(g: GraphBuilder, x: Value, gw: Value, eps: number): Value {
+  const o = gradOps(g);
+  const dtype = x.dtype as "float32" | "float16";
+  const E = x.shape!.at(-1) as number;
+  const rank = x.shape!.length;
+  const signs = g.constant(arrayOf(dtype, [1, -1]), [2, 1], dtype);
+  const rows = o.Mul(o.Unsqueeze(x, [-2]), signs); // [..., 2, E]
+  const c = g.constant(arrayOf(dtype, Array(2 * E).fill(1 / Math.sqrt(2 * E))), [2, E], dtype);
+  const [y, , inv] = layerNormRows(g, rows, c, eps); // [..., 2, E], [..., 1, 1] float32
+  const p = o.MatMul(y, o.Unsqueeze(gw, [-1])); // [..., 2, 1]
+  const pT = o.Reshape(p, [...Array(rank - 1).fill(0), 1, 2]); // [..., 1, 2]
+  const along = o.MatMul(pT, y); // [..., 1, E]: x̂ · mean(gw · x̂)
+  const dx = o.Mul(o.Sub(o.Unsqueeze(gw, [-2]), along), narrow(g, inv, dtype)); // [..., 1, E]
+  return o.Squeeze(dx, [-2]); // [..., E]
+}
+
+/**
+ * `(mean(x², last axis) + eps)^(-1/2)` `[..., 1]` for a norm whose kernel did not keep it, for the weight's
+ * gradient and where `projectedGrad` does not apply: the `InvStdDev` of LayerNormalization over the rows
+ * `[x, -x]` (as in `projectedGrad`).
  */
 function invStdVar(g: GraphBuilder, x: Value, eps: number): Value {
   const o = gradOps(g);
@@ -143,13 +181,20 @@ function invStdVar(g: GraphBuilder, x: Value, eps: number): Value {
   const signs = g.constant(new Float32Array([1, -1]), [2, 1], "float32");
   const rows = o.Mul(o.Unsqueeze(x, [-2]), signs); // [..., 2, E]
   const ones = g.constant(new Float32Array(2 * E).fill(1), [2, E], "float32");
+  return o.Squeeze(layerNormRows(g, rows, ones, eps)[2], [-1]); // [..., 1]
+}
+
+/**
+ * LayerNormalization of `[..., 2, E]` rows over their last two axes: `[Y, mean, inv]`, Y in the rows'
+ * dtype, the statistics float32 `[..., 1, 1]`.
+ */
+function layerNormRows(g: GraphBuilder, rows: Value, scale: Value, eps: number): Value[] {
   const attrs = { axis: attr.int(-2), epsilon: attr.float(eps), stash_type: attr.int(1) };
-  const stats = [...(statShape(x) ?? []), 1];
-  const inv = g.opN("LayerNormalization", [rows, ones], 3, attrs, {
-    dtype: ["float32", "float32", "float32"],
+  const stats = rows.shape ? [...rows.shape.slice(0, -2), 1, 1] : undefined;
+  return g.opN("LayerNormalization", [rows, scale], 3, attrs, {
+    dtype: [rows.dtype, "float32", "float32"],
     shape: [rows.shape, stats, stats],
-  })[2]; // [..., 1, 1]
-  return o.Squeeze(inv, [-1]); // [..., 1]
+  });
 }
 
 function narrow(g: GraphBuilder, v: Value, dtype: DType | undefined): Value {

@@ -14,6 +14,7 @@ import { GraphBuilder, type Value } from "../../lib/onnx/builder.ts";
 import { attention, logSoftmax, repeatKv, rmsNorm, rope, swiglu } from "../../lib/onnx/compose.ts";
 import { bindOps } from "../../lib/onnx/ops.ts";
 import { detach } from "../../lib/onnx/detach.ts";
+import { noteGradRegion } from "../../lib/onnx/grad_region.ts";
 import { checkGrad, rand, runModel } from "../helpers/grad_check.ts";
 
 /** Forward node names whose rules ran, read from the backward nodes' scopes (`<node>.grad/...`). */
@@ -206,6 +207,57 @@ Deno.test("causal attention with an additive bias and repeated KV heads matches 
     v: rand([1, 1, T, D], 3, 1, ["B", 1, "T", D]),
     bias: { data: mask, dims: [1, 1, T, T], decl: [1, 1, "T", "T"], frozen: true },
   }, (g, x) => attention(g, x.q, repeatKv(g, x.k, 2, D), repeatKv(g, x.v, 2, D), D, { bias: x.bias }));
+});
+
+Deno.test("attention's softmax span: the bias's gradient, and a scale other than 1, match finite differences", async () => {
+  const [T, D] = [3, 4];
+  await checkGrad({
+    q: rand([1, 2, T, D], 4, 1, ["B", 2, "T", D]),
+    k: rand([1, 2, T, D], 5, 1, ["B", 2, "T", D]),
+    v: rand([1, 2, T, D], 6, 1, ["B", 2, "T", D]),
+    bias: rand([1, 1, T, T], 7, 1, [1, 1, "T", "T"]), // learned: its gradient sums over the heads
+  }, (g, x) => attention(g, x.q, x.k, x.v, D, { bias: x.bias, scale: 0.7 }));
+});
+
+Deno.test("in float16 the softmax span's gradient is one rule in float16: no Cast in the backward", () => {
+  const g = new GraphBuilder("half");
+  const [q, k, v] = ["q", "k", "v"].map((n) => g.input(n, "float16", [1, 2, 3, 4]));
+  const bias = g.input("bias", "float32", [3, 3]);
+  const out = attention(g, q, k, v, 4, { bias });
+  const forward = g.nodes.length;
+  const grads = backward(g, [{ value: out, grad: out }], [q, k, v]);
+  const backwardOps = g.nodes.slice(forward).map((n) => n.opType);
+  assert.deepEqual(
+    g.nodes.slice(0, forward).filter((n) => n.opType === "Cast").length,
+    2,
+    "scores up, weights down",
+  );
+  assert.ok(!backwardOps.includes("Cast"), `backward ops: ${backwardOps.join(", ")}`);
+  assert.ok(!backwardOps.includes("Softmax"), "no rule of the span's own nodes ran");
+  assert.deepEqual(grads.map((d) => d?.dtype), ["float16", "float16", "float16"]);
+});
+
+Deno.test("a gradient region's inner values cannot take a gradient from outside, nor its rule read one from before", () => {
+  const build = (readInner: boolean, readBefore: boolean) => {
+    const g = new GraphBuilder("region");
+    const o = bindOps(g);
+    const x = g.input("x", "float32", [2]);
+    const before = o.Exp(x); // [2]
+    const start = g.nodes.length;
+    const inner = o.Mul(before, 2); // [2]
+    const y = o.Mul(inner, 3); // [2]
+    noteGradRegion(g, {
+      nodes: g.nodes.slice(start),
+      inputs: [before],
+      outputs: [y],
+      grad: (ctx) => [readBefore ? ctx.gradOf(before) : o.Mul(ctx.grads[0]!, 6)],
+    });
+    const loss = readInner ? o.Add(y, inner) : y;
+    return backward(g, [{ value: loss, grad: loss }], [x]);
+  };
+  assert.ok(build(false, false)[0]);
+  assert.throws(() => build(true, false), /lies inside a gradient region .* read only the region's outputs/);
+  assert.throws(() => build(false, true), /read the gradient of .*, which is not computed after it/);
 });
 
 Deno.test("the keys' gradient through q @ kᵀ costs one Transpose, not a transposed product transposed back", () => {
