@@ -149,52 +149,50 @@ function projects(x: Value): boolean {
  *
  * In float16 it runs in float16, as the backward around it does (the statistics in float32 inside the
  * LayerNormalization, `stash_type` 1; inv cast to float16, a one-per-row tensor): three `[..., E]` Casts
- * fewer than a float32 detour. Measured against that detour in the WebGPU parity test (docs/ENGINE_FACTS.md).
+ * fewer than a float32 detour, at a measured cost (tests/onnx/norm_grad_webgpu_test.ts, docs/ENGINE_FACTS.md).
  */
 function projectedGrad(g: GraphBuilder, x: Value, gw: Value, eps: number): Value {
   const o = gradOps(g);
-  const dtype = x.dtype as "float32" | "float16";
-  const E = x.shape!.at(-1) as number;
   const rank = x.shape!.length;
-  const signs = g.constant(arrayOf(dtype, [1, -1]), [2, 1], dtype);
-  const rows = o.Mul(o.Unsqueeze(x, [-2]), signs); // [..., 2, E]
-  const c = g.constant(arrayOf(dtype, Array(2 * E).fill(1 / Math.sqrt(2 * E))), [2, E], dtype);
-  const [y, , inv] = layerNormRows(g, rows, c, eps); // [..., 2, E], [..., 1, 1] float32
+  const E = x.shape!.at(-1) as number;
+  const [y, inv] = normalizedRows(g, x, 1 / Math.sqrt(2 * E), eps); // [..., 2, E], [..., 1, 1] float32
   const p = o.MatMul(y, o.Unsqueeze(gw, [-1])); // [..., 2, 1]
   const pT = o.Reshape(p, [...Array(rank - 1).fill(0), 1, 2]); // [..., 1, 2]
   const along = o.MatMul(pT, y); // [..., 1, E]: x̂ · mean(gw · x̂)
-  const dx = o.Mul(o.Sub(o.Unsqueeze(gw, [-2]), along), narrow(g, inv, dtype)); // [..., 1, E]
+  const dx = o.Mul(o.Sub(o.Unsqueeze(gw, [-2]), along), narrow(g, inv, x.dtype)); // [..., 1, E]
   return o.Squeeze(dx, [-2]); // [..., E]
 }
 
 /**
  * `(mean(x², last axis) + eps)^(-1/2)` `[..., 1]` for a norm whose kernel did not keep it, for the weight's
- * gradient and where `projectedGrad` does not apply: the `InvStdDev` of LayerNormalization over the rows
- * `[x, -x]` (as in `projectedGrad`).
+ * gradient and where `projectedGrad` does not apply: `normalizedRows`'s inv where x is float32.
  */
 function invStdVar(g: GraphBuilder, x: Value, eps: number): Value {
   const o = gradOps(g);
-  const E = x.shape?.at(-1);
-  if (typeof E !== "number" || x.dtype !== "float32") {
+  if (typeof x.shape?.at(-1) !== "number" || x.dtype !== "float32") {
     return o.Pow(o.Add(o.ReduceMean(o.Mul(x, x), [-1], { keepdims: true }), eps), -0.5);
   }
-  const signs = g.constant(new Float32Array([1, -1]), [2, 1], "float32");
-  const rows = o.Mul(o.Unsqueeze(x, [-2]), signs); // [..., 2, E]
-  const ones = g.constant(new Float32Array(2 * E).fill(1), [2, E], "float32");
-  return o.Squeeze(layerNormRows(g, rows, ones, eps)[2], [-1]); // [..., 1]
+  return o.Squeeze(normalizedRows(g, x, 1, eps)[1], [-1]); // [..., 1]
 }
 
 /**
- * LayerNormalization of `[..., 2, E]` rows over their last two axes: `[Y, mean, inv]`, Y in the rows'
- * dtype, the statistics float32 `[..., 1, 1]`.
+ * LayerNormalization of the rows `[x, -x]` (`[..., 2, E]`, one broadcast Mul of x unsqueezed) over their
+ * last two axes, with every scale entry `c`: `[Y, inv]`, Y = `c · [x̂, -x̂]` in x's dtype (float32 or
+ * float16, E known), inv float32 `[..., 1, 1]` (the rows have mean 0, so their variance is mean(x²)).
  */
-function layerNormRows(g: GraphBuilder, rows: Value, scale: Value, eps: number): Value[] {
+function normalizedRows(g: GraphBuilder, x: Value, c: number, eps: number): [Value, Value] {
+  const dtype = x.dtype as "float32" | "float16";
+  const E = x.shape!.at(-1) as number;
+  const signs = g.constant(arrayOf(dtype, [1, -1]), [2, 1], dtype);
+  const rows = gradOps(g).Mul(gradOps(g).Unsqueeze(x, [-2]), signs); // [..., 2, E]
+  const scale = g.constant(arrayOf(dtype, Array(2 * E).fill(c)), [2, E], dtype);
   const attrs = { axis: attr.int(-2), epsilon: attr.float(eps), stash_type: attr.int(1) };
   const stats = rows.shape ? [...rows.shape.slice(0, -2), 1, 1] : undefined;
-  return g.opN("LayerNormalization", [rows, scale], 3, attrs, {
-    dtype: [rows.dtype, "float32", "float32"],
+  const [y, , inv] = g.opN("LayerNormalization", [rows, scale], 3, attrs, {
+    dtype: [dtype, "float32", "float32"],
     shape: [rows.shape, stats, stats],
   });
+  return [y, inv];
 }
 
 function narrow(g: GraphBuilder, v: Value, dtype: DType | undefined): Value {
