@@ -91,14 +91,15 @@ function addValueOutputs(g: GraphBuilder, value: ValueHeadPart): void {
 
 /**
  * Builds the train graph of `model` for `spec`, over `shared` weights when given (graph/weights.ts).
- * `logprobsOnly`: the same graph with the log-probs as its one output, so that only the nodes they depend
- * on are written (GraphBuilder): the forward pass, for the passes that read log-probs and no gradient.
+ * `forwardOnly`: the same graph with the log-probs (and the value head's values) as its only outputs, so
+ * that only the nodes they depend on are written (GraphBuilder): the forward pass, for the passes that read
+ * no gradient.
  */
 export function buildTrainModel(
   model: ModelDir,
   spec: TrainGraphSpec,
   shared?: SharedWeights,
-  logprobsOnly = false,
+  forwardOnly = false,
 ): TrainModel {
   const cfg = model.config;
   const g = new GraphBuilder("qwen3_train");
@@ -172,8 +173,9 @@ export function buildTrainModel(
     loraInputs: lora.tensors.map((t) => t.name),
     shared: weights.shared,
   });
-  if (logprobsOnly) {
+  if (forwardOnly) {
     g.output(head.logprobs, TRAIN_IO.logprobs);
+    if (value) g.output(value.values, VALUE_IO.values);
     return built("Qwen3 LoRA log-probs (the train graph's forward)");
   }
   const seed = { value: hidden, grad: shaped(dHidden, ["N", cfg.hidden_size]) };

@@ -76,7 +76,7 @@ export class Trainer {
   /** The graph's per-token inputs, as the algorithm declares them (algorithm.ts). */
   readonly tokenInputs: readonly TokenInput[];
   readonly #session: EngineSession;
-  /** The forward alone (`buildTrainModel`'s logprobsOnly), opened at the first `logprobs` call. */
+  /** The forward alone (`buildTrainModel`'s forwardOnly), opened at the first `forward` call. */
   #forward: Promise<EngineSession> | null = null;
   readonly #sessionOptions: SessionOptions;
   /**
@@ -195,9 +195,7 @@ export class Trainer {
 
   /**
    * The log-probs of one micro-batch's head rows, the same floats as `run`'s, for the passes that read no
-   * gradient (passes.ts: the reference, the trainer-side old log-probs, GSPO's sequence ratio). Where
-   * `forwardAlone`, a second session over the same graph with its one output, built and opened at the
-   * first call: onnxruntime runs only the forward (about half the time of forward and backward).
+   * gradient (passes.ts: the reference, the trainer-side old log-probs, GSPO's sequence ratio): `forward`'s.
    */
   async logprobs(
     mb: MicroBatch,
@@ -205,13 +203,37 @@ export class Trainer {
     s: LossScalars,
     o: RunOptions = {},
   ): Promise<Float32Array> {
-    if (!this.forwardAlone) return (await this.run(mb, params, s, o)).logprobs;
+    return (await this.forward(mb, params, s, o)).logprobs;
+  }
+
+  /**
+   * The forward's outputs of one micro-batch, the same floats as `run`'s: the log-probs of its head rows and,
+   * with a value head, its values (values_pass.ts). Where `forwardAlone`, a second session over the same
+   * graph with those outputs, built and opened at the first call: onnxruntime runs only the forward (about
+   * half the time of forward and backward).
+   */
+  async forward(
+    mb: MicroBatch,
+    params: LoraWeights,
+    s: LossScalars,
+    o: RunOptions = {},
+  ): Promise<{ logprobs: Float32Array; values?: Float32Array }> {
+    if (!this.forwardAlone) {
+      const whole = await this.run(mb, params, s, o);
+      return { logprobs: whole.logprobs, values: whole.value?.values };
+    }
     const session = await (this.#forward ??= this.#openForward());
     const inputs = this.#inputs(mb, params, s, o.scale ?? loraScale(this.spec.lora));
-    if (this.hasValueHead) this.#valueFeeds(mb, s, o.valueHead, inputs, {});
-    const logprobs = new Float32Array(mb.headRows.length);
-    await session.run(inputs, { [TRAIN_IO.logprobs]: f32(logprobs, [mb.headRows.length]) });
-    return logprobs;
+    const M = mb.headRows.length;
+    const logprobs = new Float32Array(M);
+    const outputs: Record<string, HostTensor> = { [TRAIN_IO.logprobs]: f32(logprobs, [M]) };
+    let values: Float32Array | undefined;
+    if (this.hasValueHead) {
+      this.#valueFeeds(mb, s, o.valueHead, inputs, {});
+      outputs[VALUE_IO.values] = f32(values = new Float32Array(M), [M]);
+    }
+    await session.run(inputs, outputs);
+    return { logprobs, values };
   }
 
   async #openForward(): Promise<EngineSession> {

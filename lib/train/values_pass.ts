@@ -3,7 +3,7 @@
  * algorithm has a value head (PPO), so that the mask stage stays model-free.
  *
  * It runs the trainer's own train graph (built once per run) with the adapter and value head being
- * trained, one forward and backward per micro-batch whose gradients are discarded; the head rows are
+ * trained, its forward alone where the trainer can (`Trainer.forward`: the same floats); the head rows are
  * the sampled tokens, and `values[t]` is the value head's V at the row that predicts token t (0 where the
  * policy did not sample: prompt and environment tokens). Choice, named: a value head inside the inference
  * graph would give the values during decoding for almost nothing, but it would have to travel through
@@ -44,9 +44,9 @@ export async function valuesOf(
   const weights = episodes.map((e) => Float32Array.from(e.sampled, (s, t) => (s && t > 0 ? 1 : 0)));
   const out = episodes.map((e) => new Float32Array(e.tokens.length));
   for (const mb of planMicroBatches(asTrain, weights, o.microBatchTokens, trainer.maxChunk)) {
-    const result = await trainer.run(mb, params, o.scalars, { valueHead });
+    const { values } = await trainer.forward(mb, params, o.scalars, { valueHead });
     mb.episodes.forEach((e, row) => {
-      const v = unshift(result.value!.values, mb, row, episodes[e].tokens.length);
+      const v = unshift(values!, mb, row, episodes[e].tokens.length);
       out[e] = v.map((x) => (Number.isNaN(x) ? 0 : x));
     });
   }

@@ -1,8 +1,8 @@
 /**
- * `Trainer.logprobs`: the passes that read log-probs and no gradient (the KL reference, the trainer-side
- * old log-probs of the sampler–trainer correction, GSPO's sequence ratio) run the train graph's forward
- * alone where the weights are shared on the CPU, and must give `run`'s log-probs bit for bit: on policy
- * every ratio is then exactly 1 (docs/RELIABILITY.md 194, 197).
+ * `Trainer.forward` and `logprobs`: the passes that read no gradient (the KL reference, the trainer-side
+ * old log-probs of the sampler–trainer correction, GSPO's sequence ratio, PPO's values pass) run the train
+ * graph's forward alone where the weights are shared on the CPU, and must give `run`'s log-probs and values
+ * bit for bit: on policy every ratio is then exactly 1 (docs/RELIABILITY.md 194, 197).
  */
 
 import assert from "node:assert/strict";
@@ -44,7 +44,7 @@ const ALGORITHMS: Record<string, AlgorithmSpec> = {
   "clipped with a value head (PPO)": { objective: "clipped", withReference: false, valueLoss: "squared" },
 };
 
-Deno.test("on the CPU over shared weights, the forward alone gives the train run's log-probs bit for bit", async () => {
+Deno.test("on the CPU over shared weights, the forward alone gives the train run's log-probs and values bit for bit", async () => {
   const model = await openModelDir(
     await makeTinyModel({ layers: 3, vocab: 512, tokenizer: false, seed: 11 }),
   );
@@ -63,14 +63,17 @@ Deno.test("on the CPU over shared weights, the forward alone gives the train run
       let rows = 0;
       for (const mb of planMicroBatches(batch, weights, 64, trainer.maxChunk)) {
         for (const scale of [undefined, 0]) {
-          const whole = (await trainer.run(mb, adapter.weights, SCALARS, { scale, valueHead })).logprobs;
-          const alone = await trainer.logprobs(mb, adapter.weights, SCALARS, { scale, valueHead });
+          const whole = await trainer.run(mb, adapter.weights, SCALARS, { scale, valueHead });
+          const alone = await trainer.forward(mb, adapter.weights, SCALARS, { scale, valueHead });
+          const bits = (x: Float32Array) => new Uint32Array(x.buffer);
+          assert.deepEqual(bits(alone.logprobs), bits(whole.logprobs), `${name}, scale ${scale}`);
           assert.deepEqual(
-            new Uint32Array(alone.buffer),
-            new Uint32Array(whole.buffer),
-            `${name}, scale ${scale}`,
+            await trainer.logprobs(mb, adapter.weights, SCALARS, { scale, valueHead }),
+            alone.logprobs,
           );
-          rows += alone.length;
+          if (whole.value) assert.deepEqual(bits(alone.values!), bits(whole.value.values), `${name}: values`);
+          else assert.equal(alone.values, undefined);
+          rows += alone.logprobs.length;
         }
       }
       assert.ok(rows > 300, `${name}: ${rows} log-probs compared`);
