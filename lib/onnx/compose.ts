@@ -9,6 +9,7 @@
 
 import type { GraphBuilder, Value } from "./builder.ts";
 import { noteGradRegion, type RegionGradContext } from "./grad_region.ts";
+import { castTo } from "./grad_util.ts";
 import { intsInput } from "./op_def.ts";
 import { OPS } from "./ops.ts";
 
@@ -129,12 +130,8 @@ function softmaxSpanGrad(
   // the weights feed only `out`, so rowsum(dP · P) = rowsum(dO · O)
   const rowDot = ReduceSum.emit(g, Mul.emit(g, dO, span.out), [-1], { keepdims: true }); // [B, H, T, 1]
   const dScores = Mul.emit(g, span.weights, Sub.emit(g, dP, rowDot)); // [B, H, T, S]
-  const dBias = span.bias && wants[1] ? unbroadcast(g, widen(g, dScores, span.bias), span.bias) : null;
+  const dBias = span.bias && wants[1] ? unbroadcast(g, castTo(g, dScores, span.bias.dtype), span.bias) : null;
   return [wants[0] ? (span.scale === 1 ? dScores : Mul.emit(g, dScores, span.scale)) : null, dBias];
-}
-
-function widen(g: GraphBuilder, x: Value, like: Value): Value {
-  return like.dtype && x.dtype !== like.dtype ? OPS.Cast.emit(g, x, like.dtype) : x;
 }
 
 /**

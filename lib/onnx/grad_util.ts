@@ -32,6 +32,11 @@ export function gradOps(g: GraphBuilder): GradOps {
   return ops;
 }
 
+/** `v` cast to `dtype` where its dtype differs (unchanged where `dtype` is unknown). */
+export function castTo(g: GraphBuilder, v: Value, dtype: DType | undefined): Value {
+  return dtype === undefined || v.dtype === dtype ? v : gradOps(g).Cast(v, dtype);
+}
+
 /** `Op (node name)`, with the domain where it is not the default one. */
 export function nodeLabel(node: Pick<NodeRecord, "opType" | "domain" | "name">): string {
   return `${node.domain ? `${node.domain}.` : ""}${node.opType} (node ${node.name})`;

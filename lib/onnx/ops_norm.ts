@@ -25,8 +25,8 @@
  */
 
 import { attr, type GraphBuilder, type Value } from "./builder.ts";
-import { arrayOf, type DType } from "./dtype.ts";
-import { floatAttr, gradError, gradOps, outGrad, sumToShape } from "./grad_util.ts";
+import { arrayOf } from "./dtype.ts";
+import { castTo, floatAttr, gradError, gradOps, outGrad, sumToShape } from "./grad_util.ts";
 import { check, def, type GradContext } from "./op_def.ts";
 import { MS_DOMAIN } from "./ops_contrib.ts";
 
@@ -117,12 +117,12 @@ function rmsNormGrad(
   if (wants.x && !dx) {
     const gw = unit ? dyWide : o.Mul(dyWide, wide(ctx.g, weight)); // [..., E]
     const m = o.ReduceMean(o.Mul(gw, xHat), [-1], { keepdims: true }); // [..., 1]
-    dx = narrow(ctx.g, o.Mul(o.Sub(gw, o.Mul(xHat, m)), inv), x.dtype); // [..., E]
+    dx = castTo(ctx.g, o.Mul(o.Sub(gw, o.Mul(xHat, m)), inv), x.dtype); // [..., E]
   }
   let dw: Value | null = null;
   if (wants.w) {
     const perRow = o.Mul(dyWide, xHat); // [..., E]
-    dw = narrow(ctx.g, sumToShape(ctx.g, perRow, x.shape, weight, ctx.node), weight.dtype); // [E]
+    dw = castTo(ctx.g, sumToShape(ctx.g, perRow, x.shape, weight, ctx.node), weight.dtype); // [E]
   }
   return [dx, dw];
 }
@@ -159,7 +159,7 @@ function projectedGrad(g: GraphBuilder, x: Value, gw: Value, eps: number): Value
   const p = o.MatMul(y, o.Unsqueeze(gw, [-1])); // [..., 2, 1]
   const pT = o.Reshape(p, [...Array(rank - 1).fill(0), 1, 2]); // [..., 1, 2]
   const along = o.MatMul(pT, y); // [..., 1, E]: x̂ · mean(gw · x̂)
-  const dx = o.Mul(o.Sub(o.Unsqueeze(gw, [-2]), along), narrow(g, inv, x.dtype)); // [..., 1, E]
+  const dx = o.Mul(o.Sub(o.Unsqueeze(gw, [-2]), along), castTo(g, inv, x.dtype)); // [..., 1, E]
   return o.Squeeze(dx, [-2]); // [..., E]
 }
 
@@ -193,10 +193,6 @@ function normalizedRows(g: GraphBuilder, x: Value, c: number, eps: number): [Val
     shape: [rows.shape, stats, stats],
   });
   return [y, inv];
-}
-
-function narrow(g: GraphBuilder, v: Value, dtype: DType | undefined): Value {
-  return dtype === undefined || v.dtype === dtype ? v : gradOps(g).Cast(v, dtype);
 }
 
 function simplifiedGrad(ctx: GradContext): (Value | null)[] {
