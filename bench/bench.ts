@@ -2,7 +2,7 @@
  * `deno task bench`: engine and trainer speed against peers in the same run, as ratios.
  *
  *   deno task bench [--only engine,train,weights,rollout,loop,score_mask] [--models tiny,qwen3-0.6b]
- *     [--out DIR] [--bench.k=v …]
+ *     [--before REV[+FIX…]] [--out DIR] [--bench.k=v …]
  *   deno task bench --only algorithms [--tasks a.yaml,b.yaml] [--seeds 3] [--algorithms grpo,ppo] [--k.v=x …]
  *   deno task bench --only demo_seeds [--bench.demo_config=configs/demo_multistep.yaml] [--bench.demo_seeds=[1,2,3]]
  *   deno task bench --only agent_seeds [--bench.demo_seeds=[1,2,3]]
@@ -17,7 +17,12 @@
  * (bench/train_bench.ts) and the PyTorch peer on the same batch (bench/peer_torch.py, needs Debian's
  * python3-torch and libopenblas0-pthread); the loop's process memory with the policy and the trainer both
  * open, their weights separate or shared (bench/weights_bench.ts), with the PyTorch peer's peak on the
- * same batch. Each measurement runs in its own process, one at a time. `--only algorithms` (never run
+ * same batch. Each measurement runs in its own process, one at a time.
+ *
+ * `--before REV` measures an older revision in the same run (bench/checkout.ts makes it a git worktree;
+ * `REV+FIX` applies a later fix it needs to run): the engine and train sections then run `bench.rounds`
+ * rounds of the older checkout's bench, this one's and the peer, and report both ratios of each round
+ * against that round's one peer figure (bench/before_after.ts); the loop section runs the older loop too. `--only algorithms` (never run
  * unless named) compares the advantage estimators on the demo's tasks (bench/algorithms_bench.ts); its
  * `--a.b=v` overrides go to every run of it.
  *
@@ -66,6 +71,8 @@ import { agentSeedsPlan, type DemoSeedsPlan, demoSeedsTable, runDemoSeeds } from
 import { type BenchSection, parseOnly } from "./only.ts";
 import { ALGORITHMS, algorithmsSection, defaultTaskConfigs } from "./algorithms_bench.ts";
 import { UserError } from "../lib/errors.ts";
+import { beforeCommits, checkoutBefore } from "./checkout.ts";
+import { beforeAfterRounds, beforeAfterTables, type Round } from "./before_after.ts";
 
 const ROOT = resolve(new URL("..", import.meta.url).pathname);
 /** Where models, batches and results go: runs/bench, or `--out DIR`. */
@@ -77,9 +84,13 @@ const BUILT_IN = {
 } as const;
 const PYTHON = "/usr/bin/python3"; // Debian's, which has python3-torch
 
-/** Runs a benchmark script in its own process and returns the JSON object it prints last. */
-async function runJson(cmd: string, args: string[]): Promise<Record<string, unknown> | { error: string }> {
-  const out = await new Deno.Command(cmd, { args, cwd: ROOT, stdout: "piped", stderr: "piped" }).output();
+/** Runs a benchmark script in its own process (in `cwd`) and returns the JSON object it prints last. */
+async function runJson(
+  cmd: string,
+  args: string[],
+  cwd = ROOT,
+): Promise<Record<string, unknown> | { error: string }> {
+  const out = await new Deno.Command(cmd, { args, cwd, stdout: "piped", stderr: "piped" }).output();
   if (!out.success) {
     return { error: new TextDecoder().decode(out.stderr).trim().split("\n").slice(-3).join(" ") };
   }
@@ -87,8 +98,9 @@ async function runJson(cmd: string, args: string[]): Promise<Record<string, unkn
   return JSON.parse(stdout.slice(stdout.lastIndexOf("\n{") + 1)); // the last JSON object printed
 }
 
-function denoScript(script: string, args: string[]) {
-  return runJson(Deno.execPath(), ["run", "-A", "--quiet", join(ROOT, "bench", script), ...args]);
+/** bench/<script> of the checkout at `root` (this one unless given). */
+function denoScript(script: string, args: string[], root = ROOT) {
+  return runJson(Deno.execPath(), ["run", "-A", "--quiet", join(root, "bench", script), ...args], root);
 }
 
 /** The directory of a model name: a built-in shape (made on first use) or a path. */
@@ -116,16 +128,18 @@ async function exportDir(name: string, dir: string): Promise<string> {
   return out;
 }
 
-async function engineSection(name: string, dir: string, b: BenchSettings) {
-  console.error(`engine: ${name} …`);
-  const ours = await denoScript("engine_bench.ts", [
+function engineArgs(dir: string, b: BenchSettings): string[] {
+  return [
     `--model=${dir}`,
     `--batches=${b.batches.join(",")}`,
     `--prompt=${b.prompt_tokens}`,
     `--decode=${b.decode_tokens}`,
     `--repeats=${b.repeats}`,
     `--threads=${b.threads}`,
-  ]);
+  ];
+}
+
+async function decodePeer(name: string, dir: string, b: BenchSettings) {
   const peer = [];
   const exported = await exportDir(name, dir);
   for (const batch of b.batches) {
@@ -142,7 +156,13 @@ async function engineSection(name: string, dir: string, b: BenchSettings) {
       ]),
     );
   }
-  return { ours, peer };
+  return peer;
+}
+
+async function engineSection(name: string, dir: string, b: BenchSettings) {
+  console.error(`engine: ${name} …`);
+  const ours = await denoScript("engine_bench.ts", engineArgs(dir, b));
+  return { ours, peer: await decodePeer(name, dir, b) };
 }
 
 /** Rollout episodes (calculator offered) against raw `generate` at the same batch size, one process. */
@@ -157,17 +177,45 @@ function rolloutSection(name: string, dir: string, b: BenchSettings) {
   ]);
 }
 
+function trainArgs(dir: string, b: BenchSettings): string[] {
+  return [`--model=${dir}`, `--repeats=${b.repeats}`, `--threads=${b.threads}`];
+}
+
+const trainBatchFile = (name: string) => join(OUT, `train-batch-${name.replace(/[^\w.-]/g, "_")}.json`);
+
 async function trainSection(name: string, dir: string, b: BenchSettings) {
   console.error(`train: ${name} …`);
-  const batchFile = join(OUT, `train-batch-${name.replace(/[^\w.-]/g, "_")}.json`);
   const ours = await denoScript("train_bench.ts", [
-    `--model=${dir}`,
-    `--repeats=${b.repeats}`,
-    `--threads=${b.threads}`,
-    `--write-batch=${batchFile}`,
+    ...trainArgs(dir, b),
+    `--write-batch=${trainBatchFile(name)}`,
   ]);
   console.error(`PyTorch: ${name} …`);
-  return { ours, peer: await torchPeer(dir, batchFile, b) };
+  return { ours, peer: await torchPeer(dir, trainBatchFile(name), b) };
+}
+
+/** `bench.rounds` rounds of the older checkout, this one and the peers (bench/before_after.ts). */
+async function beforeAfterSection(
+  name: string,
+  dir: string,
+  b: BenchSettings,
+  before: string,
+  only: Set<string>,
+) {
+  const beforeDir = await checkoutBefore(ROOT, before);
+  return await beforeAfterRounds(
+    {
+      after: ROOT,
+      before: beforeDir,
+      script: (root, script, args) => denoScript(script, args, root),
+      engineArgs: engineArgs(dir, b),
+      trainArgs: trainArgs(dir, b),
+      trainAfterOnly: [`--write-batch=${trainBatchFile(name)}`],
+      decodePeer: () => decodePeer(name, dir, b),
+      trainPeer: () => torchPeer(dir, trainBatchFile(name), b),
+    },
+    b.rounds,
+    { engine: only.has("engine"), train: only.has("train") },
+  );
 }
 
 /** The loop's process (policy + trainer, 3 steps) with separate and with shared weights, and PyTorch's peak. */
@@ -260,6 +308,7 @@ interface BenchSettings {
   gpu_peak_tflops: number | null;
   demo_config: string;
   demo_seeds: number[];
+  rounds: number;
 }
 
 /** `--only algorithms`'s own flags. */
@@ -305,7 +354,9 @@ export async function benchArgs(
   };
   if (only.has("algorithms")) await checkAlgorithmFlags(algorithms);
   const agentSeeds = only.has("agent_seeds") ? await agentSeedsPlan(overrides) : null;
-  return { b, only, before: values.before as string | undefined, algorithms, agentSeeds };
+  const before = values.before as string | undefined;
+  if (before !== undefined) await beforeCommits(ROOT, before);
+  return { b, only, before, algorithms, agentSeeds };
 }
 
 /** `--seeds` a whole number from 1, `--algorithms` known names, every `--tasks` file a loadable config. */
@@ -344,8 +395,16 @@ if (import.meta.main) {
   const perModel = want("engine") || want("train") || want("weights") || want("rollout");
   for (const name of perModel ? b.models : []) {
     const dir = await modelDir(name);
-    if (want("engine")) results[`engine:${name}`] = await engineSection(name, dir, b);
-    if (want("train")) results[`train:${name}`] = await trainSection(name, dir, b);
+    if (before && (want("engine") || want("train"))) {
+      // The last round's "after" fills the usual tables; every round goes to the before/after tables.
+      const rounds = await beforeAfterSection(name, dir, b, before, only);
+      results[`before_after:${name}`] = rounds;
+      const last = rounds.at(-1)!;
+      if (last.engine) results[`engine:${name}`] = { ours: last.engine.after, peer: last.engine.peer };
+      if (last.train) results[`train:${name}`] = { ours: last.train.after, peer: last.train.peer };
+    }
+    if (want("engine") && !before) results[`engine:${name}`] = await engineSection(name, dir, b);
+    if (want("train") && !before) results[`train:${name}`] = await trainSection(name, dir, b);
     if (want("weights")) results[`weights:${name}`] = await weightsSection(name, dir, b);
     if (want("rollout")) results[`rollout:${name}`] = await rolloutSection(name, dir, b);
   }
@@ -375,6 +434,9 @@ if (import.meta.main) {
     ...b.models.flatMap((name) => [
       ...(results[`engine:${name}`] ? engineTables(name, results[`engine:${name}`] as never) : []),
       ...(results[`train:${name}`] ? trainTables(name, results[`train:${name}`] as never) : []),
+      ...(results[`before_after:${name}`]
+        ? beforeAfterTables(name, before!, results[`before_after:${name}`] as Round[])
+        : []),
       ...(results[`weights:${name}`] ? weightsTables(name, results[`weights:${name}`] as never) : []),
     ]),
     ...b.models.flatMap((name) =>

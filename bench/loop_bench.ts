@@ -8,7 +8,7 @@
  *    up to 256 tokens per step, LoRA r16 on all seven projections.
  *
  * Each runs for the checkout it is given: this one (with `model.shared_weights` true and false) and,
- * with `--before REV`, an older revision checked out under runs/bench/ (git worktree), so that "before"
+ * with `--before REV`, an older revision checked out under runs/bench/ (bench/checkout.ts), so that "before"
  * and "after" a change are measured in the same run. Prints one JSON object.
  *
  *   deno run -A bench/loop_bench.ts --demo-model DIR --big-model DIR [--before REV] [--steps 4]
@@ -19,6 +19,7 @@
 import { parseArgs } from "@std/cli";
 import { join, resolve } from "node:path";
 import { readStageFile } from "../lib/arrow/read.ts";
+import { checkoutBefore } from "./checkout.ts";
 
 const ROOT = resolve(new URL("..", import.meta.url).pathname);
 
@@ -102,20 +103,6 @@ function mean(xs: number[]): number {
   return xs.reduce((a, b) => a + b, 0) / Math.max(xs.length, 1);
 }
 
-/** An older revision, checked out once under runs/bench/ with this checkout's node_modules. */
-async function checkout(rev: string): Promise<string> {
-  const dir = join(ROOT, "runs", "bench", `before-${rev}`);
-  try {
-    await Deno.stat(join(dir, "deno.json"));
-  } catch {
-    const git = new Deno.Command("git", { args: ["worktree", "add", "--detach", dir, rev], cwd: ROOT });
-    const out = await git.output();
-    if (!out.success) throw new Error(`git worktree add ${rev}: ${new TextDecoder().decode(out.stderr)}`);
-    await Deno.symlink(join(ROOT, "node_modules"), join(dir, "node_modules"));
-  }
-  return dir;
-}
-
 if (import.meta.main) {
   const args = parseArgs(Deno.args, { string: ["demo-model", "big-model", "before", "steps"] }).values;
   const steps = Number(args.steps ?? 4);
@@ -124,7 +111,11 @@ if (import.meta.main) {
     { name: "separate", dir: ROOT, extra: ["--model.shared_weights=false"] },
   ];
   if (args.before) {
-    variants.push({ name: `before ${args.before}`, dir: await checkout(String(args.before)), extra: [] });
+    variants.push({
+      name: `before ${args.before}`,
+      dir: await checkoutBefore(ROOT, String(args.before)),
+      extra: [],
+    });
   }
   const result: Record<string, unknown> = {};
   for (const v of variants) {

@@ -12,7 +12,7 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import * as ort from "onnxruntime-node";
 import { UserError } from "../../lib/errors.ts";
-import { measureTransformersJsDecode } from "../../bench/peer_transformersjs.ts";
+import { measureTransformersJsDecode, StepStamps } from "../../bench/peer_transformersjs.ts";
 import { exportForTransformersJs, type MergeAdapter, mergeAdapterOf } from "../../lib/model/export.ts";
 import { LORA_TARGET_NAMES } from "../../lib/model/lora.ts";
 import { randomAdapter, referenceLoraOf } from "../helpers/adapters.ts";
@@ -345,6 +345,19 @@ Deno.test("the transformers.js peer bench times prefill and decode on an export"
   });
   assert.equal(r.peer, "transformers.js");
   assert.equal(r.version, "4.3.1");
-  assert.ok(r.prefillSeconds > 0 && r.totalSeconds > 0, JSON.stringify(r));
+  assert.ok(r.prefillSeconds > 0 && r.decodeSeconds > 0, JSON.stringify(r));
+  // Prefill and decode are spans of one call, stamped inside it.
+  assert.ok(r.prefillSeconds + r.decodeSeconds <= r.totalSeconds, JSON.stringify(r));
   assert.equal(r.decodeTokensPerSecond, (2 * 3) / r.decodeSeconds);
+});
+
+Deno.test("the peer's step stamps split one call, and refuse a streamer called other than N + 1 times", () => {
+  const stamps = new StepStamps();
+  for (const ms of [1000, 1400, 1500, 1600]) stamps.ms.push(ms); // prompt, then 3 steps
+  assert.deepEqual(stamps.split(990, 1610, 3), {
+    totalSeconds: 0.62,
+    prefillSeconds: 0.41,
+    decodeSeconds: 0.2,
+  });
+  assert.throws(() => stamps.split(990, 1610, 4), /called the streamer 4 times for 4 new tokens/);
 });

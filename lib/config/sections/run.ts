@@ -80,6 +80,13 @@ export const bench = {
     max: 1000,
     doc: "timed repetitions (after one warm-up); the median is reported",
   }),
+  rounds: int({
+    default: 3,
+    min: 1,
+    max: 100,
+    doc: "--before with engine or train: rounds of the older checkout, this one and the peers (order " +
+      "alternating); per-round ratios and their medians are reported",
+  }),
   gpu_models: listOf<string>({
     item: { kind: "string" },
     default: ["qwen3-0.6b", "qwen3-1.7b"],
