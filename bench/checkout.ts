@@ -2,9 +2,11 @@
  * An older revision of this repository checked out beside it, for `deno task bench --before REV`: a git
  * worktree under runs/bench/, sharing this checkout's node_modules.
  *
- * `REV+FIX[+FIX…]` applies the FIX commits on top of REV, uncommitted (`git cherry-pick --no-commit`), for an
- * older revision whose bench cannot run without a later fix (6cb990e's engine bench hangs without the
- * scheduler fix 2ea7dd8: `--before 6cb990e+2ea7dd8`). Every name is a commit a fresh clone has.
+ * `REV+FIX[+FIX…]` applies the FIX commits' changes on top of REV, uncommitted, for an older revision whose
+ * bench cannot run without a later fix (6cb990e's engine bench hangs without the scheduler fix 2ea7dd8:
+ * `--before 6cb990e+2ea7dd8`). Only the code of a fix is applied, not its Markdown: a fix's lines in an
+ * append-only document (docs/RELIABILITY.md) rarely apply to an older revision's copy, and a bench reads no
+ * document. Every name is a commit a fresh clone has.
  *
  * @module
  */
@@ -42,7 +44,7 @@ export async function checkoutBefore(root: string, spec: string): Promise<string
   }
   await must(root, ["worktree", "add", "--detach", dir, rev]);
   try {
-    for (const fix of fixes) await must(dir, ["cherry-pick", "--no-commit", fix]);
+    for (const fix of fixes) await applyCode(root, dir, fix);
   } catch (e) {
     await git(root, ["worktree", "remove", "--force", dir]);
     throw e;
@@ -51,9 +53,33 @@ export async function checkoutBefore(root: string, spec: string): Promise<string
   return dir;
 }
 
-async function git(cwd: string, args: string[]): Promise<{ ok: boolean; stderr: string }> {
-  const out = await new Deno.Command("git", { args, cwd, stdout: "null", stderr: "piped" }).output();
-  return { ok: out.success, stderr: new TextDecoder().decode(out.stderr).trim() };
+/** FIX's changes to every file but Markdown, applied to the worktree `dir` (not committed). */
+async function applyCode(root: string, dir: string, fix: string): Promise<void> {
+  const diff = await git(root, ["diff", "--binary", `${fix}^1`, fix, "--", ".", ":(exclude)*.md"]);
+  if (!diff.ok) throw new Error(`git diff ${fix}: ${diff.stderr}`);
+  const apply = await git(dir, ["apply", "--index", "-"], diff.stdout);
+  if (!apply.ok) throw new Error(`--before: ${fix}'s code does not apply to ${dir}: ${apply.stderr}`);
+}
+
+async function git(
+  cwd: string,
+  args: string[],
+  stdin?: Uint8Array,
+): Promise<{ ok: boolean; stdout: Uint8Array; stderr: string }> {
+  const child = new Deno.Command("git", {
+    args,
+    cwd,
+    stdin: stdin ? "piped" : "null",
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  if (stdin) {
+    const writer = child.stdin.getWriter();
+    await writer.write(stdin);
+    await writer.close();
+  }
+  const out = await child.output();
+  return { ok: out.success, stdout: out.stdout, stderr: new TextDecoder().decode(out.stderr).trim() };
 }
 
 async function must(cwd: string, args: string[]): Promise<void> {

@@ -126,7 +126,7 @@ async function git(cwd: string, ...args: string[]): Promise<string> {
   return new TextDecoder().decode(out.stdout).trim();
 }
 
-Deno.test("--before REV+FIX checks out REV with FIX applied uncommitted; a name that is no commit is refused", async () => {
+Deno.test("--before REV+FIX checks out REV with FIX's code applied uncommitted; a name that is no commit is refused", async () => {
   const root = await Deno.makeTempDir({ prefix: "checkout-test-" });
   try {
     await git(root, "init", "-q");
@@ -140,11 +140,14 @@ Deno.test("--before REV+FIX checks out REV with FIX applied uncommitted; a name 
     await git(root, "add", "deno.json");
     const rev = await commit("a.txt", "old\n");
     await commit("a.txt", "new\n");
+    await Deno.writeTextFile(join(root, "NOTES.md"), "a later line\n");
+    await git(root, "add", "NOTES.md");
     const fix = await commit("fix.txt", "fixed\n");
     const dir = await checkoutBefore(root, `${rev}+${fix}`);
     assert.equal(dir, join(root, "runs", "bench", `before-${rev}_${fix}`));
     assert.equal(await Deno.readTextFile(join(dir, "a.txt")), "old\n", "REV's files");
-    assert.equal(await Deno.readTextFile(join(dir, "fix.txt")), "fixed\n", "FIX applied");
+    assert.equal(await Deno.readTextFile(join(dir, "fix.txt")), "fixed\n", "FIX's code applied");
+    await assert.rejects(() => Deno.stat(join(dir, "NOTES.md")), Deno.errors.NotFound, "not FIX's Markdown");
     assert.equal(await git(dir, "rev-parse", "--short", "HEAD"), rev, "FIX left uncommitted");
     assert.equal((await Deno.lstat(join(dir, "node_modules"))).isSymlink, true);
     assert.equal(await checkoutBefore(root, `${rev}+${fix}`), dir, "reused");
