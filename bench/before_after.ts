@@ -116,24 +116,25 @@ function engineRows(name: string, before: string, rounds: Round[]): string[] {
     peer: per((e, b) => peerDecode(e.peer, b)),
     ratioBefore: per((e, b) => div(oursDecode(e.before, b), peerDecode(e.peer, b))),
     ratioAfter: per((e, b) => div(oursDecode(e.after, b), peerDecode(e.peer, b))),
+    paired: per((e, b) => div(oursDecode(e.after, b), oursDecode(e.before, b))),
   };
   const cell = (xs: (number | undefined)[], digits: number) => xs.map((x) => f(x, digits)).join(" / ");
   const medians = (col: (e: Round) => (number | undefined)[]) =>
     batches.map((_, i) => medianMeasured(rounds.map((e) => col(e)[i])));
   const row = (label: string, get: (col: (e: Round) => (number | undefined)[]) => (number | undefined)[]) =>
     `| ${label} | ${cell(get(cols.ratioBefore), 2)} | ${cell(get(cols.ratioAfter), 2)} | ${
-      cell(get(cols.before), 0)
-    } | ${cell(get(cols.after), 0)} | ${cell(get(cols.peer), 0)} |`;
+      cell(get(cols.paired), 2)
+    } | ${cell(get(cols.before), 0)} | ${cell(get(cols.after), 0)} | ${cell(get(cols.peer), 0)} |`;
   return [
     `### Decode before (${before}) and after, ${name}: ours / transformers.js at batch ${
       batches.join(" / ")
     }`,
     "",
     "Each round runs both checkouts' engine bench, then transformers.js once; both ratios of a round divide by " +
-    "that one peer figure.",
+    "that one peer figure, so their quotient (after / before) is ours after over ours before.",
     "",
-    "| round (order) | ratio before | ratio after | ours before tok/s | ours after tok/s | transformers.js tok/s |",
-    "| --- | ---: | ---: | ---: | ---: | ---: |",
+    "| round (order) | ratio before | ratio after | after / before | ours before tok/s | ours after tok/s | transformers.js tok/s |",
+    "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ...rounds.map((e, i) => row(`${i + 1} (${e.order.join(", ")})`, (col) => col(e))),
     row("median", medians),
     "",
@@ -149,17 +150,18 @@ function trainRows(name: string, before: string, rounds: Round[]): string[] {
     peer: (e: Round) => t(e).peer.seconds_per_step as number | undefined,
     ratioBefore: (e: Round) => div(t(e).before.tok_per_s, t(e).peer.tok_per_s),
     ratioAfter: (e: Round) => div(t(e).after.tok_per_s, t(e).peer.tok_per_s),
+    paired: (e: Round) => div(t(e).after.tok_per_s, t(e).before.tok_per_s),
   };
   const row = (label: string, get: (col: (e: Round) => number | undefined) => number | undefined) =>
     `| ${label} | ${f(get(cols.ratioBefore), 2)} | ${f(get(cols.ratioAfter), 2)} | ${
-      f(get(cols.before), 3)
-    } | ${f(get(cols.after), 3)} | ${f(get(cols.peer), 3)} |`;
+      f(get(cols.paired), 2)
+    } | ${f(get(cols.before), 3)} | ${f(get(cols.after), 3)} | ${f(get(cols.peer), 3)} |`;
   const tokens = t(rounds[0]).after.tokens_per_step ?? t(rounds[0]).before.tokens_per_step ?? "?";
   return [
     `### Train step before (${before}) and after, ${name}: ours / PyTorch (tok/s), ${tokens} tokens`,
     "",
-    "| round (order) | ratio before | ratio after | ours before s/step | ours after s/step | PyTorch s/step |",
-    "| --- | ---: | ---: | ---: | ---: | ---: |",
+    "| round (order) | ratio before | ratio after | after / before | ours before s/step | ours after s/step | PyTorch s/step |",
+    "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ...rounds.map((e, i) => row(`${i + 1} (${e.order.join(", ")})`, (col) => col(e))),
     row("median", (col) => medianMeasured(rounds.map(col))),
     "",

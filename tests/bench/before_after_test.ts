@@ -81,6 +81,7 @@ Deno.test("before/after tables divide both sides of a round by that round's peer
   assert.deepEqual(row("2 (after, before)", 0), [
     "0.75 / 1.10",
     "1.00 / 2.00",
+    "1.33 / 1.82",
     "300 / 1100",
     "400 / 2000",
     "400 / 1000",
@@ -90,12 +91,13 @@ Deno.test("before/after tables divide both sides of a round by that round's peer
   assert.deepEqual(row("median", 0), [
     "0.75 / 1.10",
     "1.00 / 2.00",
+    "1.33 / 1.82",
     "300 / 1100",
     "400 / 2000",
     "400 / 1000",
   ]);
   // Train: 512 tokens, 0.25 and 0.2 s against PyTorch's 2 s (256 tok/s).
-  assert.deepEqual(row("median", 1), ["8.00", "10.00", "0.250", "0.200", "2.000"]);
+  assert.deepEqual(row("median", 1), ["8.00", "10.00", "1.25", "0.250", "0.200", "2.000"]);
   assert.ok(lines.some((l) => l.includes("before (abc+def) and after, tiny")));
 });
 
@@ -112,7 +114,7 @@ Deno.test("a round whose side failed shows a dash there and keeps the other figu
   const cells = lines.find((l) => l.startsWith("| 1 (before, after)"))!.split("|").slice(2, -1).map((c) =>
     c.trim()
   );
-  assert.deepEqual(cells, ["–", "10.00", "–", "0.200", "2.000"]);
+  assert.deepEqual(cells, ["–", "10.00", "–", "–", "0.200", "2.000"]);
 });
 
 async function git(cwd: string, ...args: string[]): Promise<string> {
