@@ -3,7 +3,9 @@
  * in one run. Each of `bench.rounds` rounds runs the older checkout's bench script and this one's (the
  * order alternating between rounds, so that neither always runs first on a machine that drifts), then the
  * peer once; both ratios of a round divide by that one peer figure. The peers' code is the same before and
- * after, so what moves a round's two ratios apart is our own speed, not the peer's noise.
+ * after, so what moves a round's two ratios apart is our own speed, not the peer's noise: their quotient,
+ * after / before, is ours after over ours before. The tables give it per round, with the median and the
+ * geometric mean over rounds (the one to read with an even number of rounds: each order runs equally often).
  *
  * @module
  */
@@ -90,10 +92,25 @@ function div(a: number | undefined, b: number | undefined): number | undefined {
   return a !== undefined && b !== undefined && b > 0 ? a / b : undefined;
 }
 
-/** The median of the figures a round produced (undefined when none did). */
+/** The figures the rounds produced (a failed side gives none). */
+function measured(xs: (number | undefined)[]): number[] {
+  return xs.filter((x): x is number => x !== undefined && Number.isFinite(x) && x > 0);
+}
+
+/** The median of the figures the rounds produced (undefined when none did). */
 function medianMeasured(xs: (number | undefined)[]): number | undefined {
-  const got = xs.filter((x): x is number => x !== undefined && Number.isFinite(x));
+  const got = measured(xs);
   return got.length ? median(got) : undefined;
+}
+
+/**
+ * The geometric mean of the figures the rounds produced: for quotients (after / before), the average that
+ * treats 0.8 and 1.25 as opposite moves. With an even number of rounds each order runs as often, so a
+ * machine that slows (or speeds) whichever side runs second cancels out of it.
+ */
+function geometricMean(xs: (number | undefined)[]): number | undefined {
+  const got = measured(xs);
+  return got.length ? Math.exp(got.reduce((sum, x) => sum + Math.log(x), 0) / got.length) : undefined;
 }
 
 /** Decode and train ratios, before and after, per round and as medians over the rounds. */
@@ -119,8 +136,8 @@ function engineRows(name: string, before: string, rounds: Round[]): string[] {
     paired: per((e, b) => div(oursDecode(e.after, b), oursDecode(e.before, b))),
   };
   const cell = (xs: (number | undefined)[], digits: number) => xs.map((x) => f(x, digits)).join(" / ");
-  const medians = (col: (e: Round) => (number | undefined)[]) =>
-    batches.map((_, i) => medianMeasured(rounds.map((e) => col(e)[i])));
+  const over = (mean: typeof medianMeasured) => (col: (e: Round) => (number | undefined)[]) =>
+    batches.map((_, i) => mean(rounds.map((e) => col(e)[i])));
   const row = (label: string, get: (col: (e: Round) => (number | undefined)[]) => (number | undefined)[]) =>
     `| ${label} | ${cell(get(cols.ratioBefore), 2)} | ${cell(get(cols.ratioAfter), 2)} | ${
       cell(get(cols.paired), 2)
@@ -136,7 +153,8 @@ function engineRows(name: string, before: string, rounds: Round[]): string[] {
     "| round (order) | ratio before | ratio after | after / before | ours before tok/s | ours after tok/s | transformers.js tok/s |",
     "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ...rounds.map((e, i) => row(`${i + 1} (${e.order.join(", ")})`, (col) => col(e))),
-    row("median", medians),
+    row("median", over(medianMeasured)),
+    row("geometric mean", over(geometricMean)),
     "",
   ];
 }
@@ -164,6 +182,7 @@ function trainRows(name: string, before: string, rounds: Round[]): string[] {
     "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ...rounds.map((e, i) => row(`${i + 1} (${e.order.join(", ")})`, (col) => col(e))),
     row("median", (col) => medianMeasured(rounds.map(col))),
+    row("geometric mean", (col) => geometricMean(rounds.map(col))),
     "",
   ];
 }

@@ -98,6 +98,9 @@ Deno.test("before/after tables divide both sides of a round by that round's peer
   ]);
   // Train: 512 tokens, 0.25 and 0.2 s against PyTorch's 2 s (256 tok/s).
   assert.deepEqual(row("median", 1), ["8.00", "10.00", "1.25", "0.250", "0.200", "2.000"]);
+  // Geometric means: train after / before is 1.25 every round; decode at batch 8 is 2000 / (1000, 1100, 1200).
+  assert.equal(row("geometric mean", 1)[2], "1.25");
+  assert.equal(row("geometric mean", 0)[2], `1.33 / ${(2000 / Math.cbrt(1000 * 1100 * 1200)).toFixed(2)}`);
   assert.ok(lines.some((l) => l.includes("before (abc+def) and after, tiny")));
 });
 

@@ -81,11 +81,11 @@ export const bench = {
     doc: "timed repetitions (after one warm-up); the median is reported",
   }),
   rounds: int({
-    default: 3,
+    default: 4,
     min: 1,
     max: 100,
     doc: "--before with engine or train: rounds of the older checkout, this one and the peers (order " +
-      "alternating); per-round ratios and their medians are reported",
+      "alternating; even, so that each order runs as often); per-round ratios, medians and geometric means",
   }),
   gpu_models: listOf<string>({
     item: { kind: "string" },
@@ -116,6 +116,12 @@ export const bench = {
     minItems: 1,
     unique: true,
     doc: "--only gpu: tokens per timed train step, one row each (2 sequences of tokens / 2)",
+  }),
+  gpu_gemm_tokens: listOf<number>({
+    item: { kind: "int", min: 1, max: MAX_CONTEXT },
+    default: [1, 32, 4096],
+    unique: true,
+    doc: "--only gpu: row counts at which bench/gemm_forms.ts times each Linear's GEMM forms; [] skips it",
   }),
   gpu_peak_tflops: float({
     default: null,
