@@ -306,6 +306,7 @@ interface BenchSettings {
   gpu_batches: number[];
   gpu_train_tokens: number[];
   gpu_peak_tflops: number | null;
+  gpu_gemm_tokens: number[];
   demo_config: string;
   demo_seeds: number[];
   rounds: number;

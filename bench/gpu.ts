@@ -28,6 +28,7 @@ export interface GpuSettings {
   gpu_compute: "float32" | "float16";
   gpu_train_tokens: number[];
   gpu_peak_tflops: number | null;
+  gpu_gemm_tokens: number[];
 }
 
 /** Dense peak TFLOP/s by GPU name (NVIDIA's data sheets): float16/bfloat16 tensor cores, and float32. */
@@ -95,7 +96,19 @@ export async function gpuSection(name: string, dir: string, b: GpuSettings, h: H
     `--decode=${b.decode_tokens}`,
     `--steps=${b.repeats}`,
   ]).catch((e) => ({ error: String(e) }));
-  return { device, settings: { ep: b.gpu_ep, compute: b.gpu_compute }, ours, peer };
+  const gemm = b.gpu_gemm_tokens.length === 0 ? null : await gemmForms(dir, b, h);
+  return { device, settings: { ep: b.gpu_ep, compute: b.gpu_compute }, ours, peer, gemm };
+}
+
+/** The model's matrix products in each GEMM form (bench/gemm_forms.ts), at `bench.gpu_gemm_tokens` rows. */
+function gemmForms(dir: string, b: GpuSettings, h: Helpers) {
+  console.error(`gemm forms (${b.gpu_ep}, ${b.gpu_compute}): ${dir} …`);
+  return h.denoScript("gemm_forms.ts", [
+    `--models=${dir}`,
+    `--ep=${b.gpu_ep}`,
+    `--compute=${b.gpu_compute}`,
+    `--tokens=${b.gpu_gemm_tokens.join(",")}`,
+  ]);
 }
 
 const f = (x: unknown, digits = 1) => (typeof x === "number" && Number.isFinite(x) ? x.toFixed(digits) : "–");
@@ -106,7 +119,7 @@ const ratio = (a: unknown, b: unknown) =>
 /** Train, decode and profile tables of one model, ours beside PyTorch's. */
 export function gpuTables(
   name: string,
-  r: { device: any; settings: any; ours: any; peer: any } | undefined,
+  r: { device: any; settings: any; ours: any; peer: any; gemm?: any } | undefined,
 ): string[] {
   if (!r) return [];
   const head = `### GPU, ${name}: ${r.settings.ep}, ${r.settings.compute}, on ${r.device.name}`;
@@ -128,6 +141,35 @@ export function gpuTables(
     ...decodeTable(r.ours.decode, peer?.decode),
     "",
     ...profileTable(r.ours.profile),
+    "",
+    ...gemmTable(r.gemm),
+  ];
+}
+
+/**
+ * One row per product and row count: each form's TFLOP/s (from GPU time where the provider writes it,
+ * else wall time) and the fastest (bench/gemm_forms.ts).
+ */
+export function gemmTable(gemm: any): string[] {
+  if (!gemm) return [];
+  if (gemm.error) return [`GEMM forms failed: ${gemm.error}`, ""];
+  const timed = gemm.rows.some((r: any) => r.results.some((x: any) => x.gpuMs !== null)) ? "GPU" : "wall";
+  return [
+    `GEMM forms (bench/gemm_forms.ts; ${gemm.compute}, TFLOP/s from ${timed} time, median of ${gemm.repeats}): ` +
+    "gemm_transB is Gemm against the checkpoint's [out, in] matrix (the graphs' forward today), matmul and " +
+    "gemm take a pre-transposed copy; a dX row is the input gradient, [M, out] · [out, in].",
+    "",
+    "| product | M | in → out | TFLOP/s by form | fastest |",
+    "| --- | ---: | --- | --- | --- |",
+    ...gemm.rows.map((r: any) =>
+      line([
+        r.name,
+        r.m,
+        `${r.k} → ${r.n}`,
+        r.results.map((x: any) => `${x.form} ${f(x.tflops, 2)}`).join(", "),
+        r.fastest,
+      ])
+    ),
     "",
   ];
 }

@@ -3,7 +3,8 @@
  * end to end — our train step at two sizes and decode at the configured batches on the provider, the
  * PyTorch peer (reported unavailable where torch, transformers or peft are missing), the device's name, the
  * Markdown tables, and the diagnosis read from onnxruntime's profile (kernels of one decode step and one
- * train micro-batch run, in the table and the JSON). Runs where WebGPU starts, like
+ * train micro-batch run, in the table and the JSON), and each Linear's GEMM forms timed (bench/gemm_forms.ts).
+ * Runs where WebGPU starts, like
  * tests/engine/webgpu_test.ts; its output goes to a temporary --out folder. The defaults (train at 512 and
  * 8,192 tokens, decode up to batch 64) are checked against the configuration, not run here.
  */
@@ -48,6 +49,7 @@ webgpuTest(
       "--bench.decode_tokens=3",
       "--bench.repeats=1",
       `--bench.gpu_train_tokens=[${TRAIN_TOKENS}]`,
+      "--bench.gpu_gemm_tokens=[3]",
     ], { timeoutMs: 900_000 });
     assert.equal(r.code, 0, r.stderr);
     assert.match(r.stdout, /### GPU, tiny: webgpu, float16, on \S/);
@@ -62,6 +64,25 @@ webgpuTest(
     const profiled = rows(r.stdout, /^(decode step|train micro-batch)/);
     assert.deepEqual(profiled.map((c) => c[0]), ["decode step, batch 2", "train micro-batch, 32 tokens"]);
     assert.ok(profiled.every((c) => positiveInteger(Number(c[1]))), `kernels in the table:\n${r.stdout}`);
+
+    const gemm = rows(r.stdout, /^(qkv|o|gate_up|down|head|lora) /);
+    assert.equal(
+      gemm.length,
+      12,
+      `two products per Linear group and the head, two LoRA factors:\n${r.stdout}`,
+    );
+    for (const [product, m, , byForm, fastest] of gemm) {
+      assert.equal(m, "3", product);
+      const rates = [...byForm.matchAll(/(\w+) (\d+\.\d+)/g)].map(([, form, tflops]) => ({
+        form,
+        tflops: Number(tflops),
+      }));
+      assert.ok(
+        rates.length >= 2 && rates.some((x) => x.form === fastest),
+        `${product}: ${byForm}, ${fastest}`,
+      );
+    }
+    assert.match(r.stdout, /GEMM forms \(bench\/gemm_forms\.ts; float16, TFLOP\/s from GPU time/);
 
     const files = [...Deno.readDirSync(out)].map((e) => e.name);
     for (const tokens of TRAIN_TOKENS) {
