@@ -118,8 +118,8 @@ export function formGraph(p: Product, form: GemmForm, dtype: ComputeDtype): Uint
   return g.toModel();
 }
 
-/** Values in ±[1/16, 1/2) (float16 bits where `dtype` is float16): finite products, no subnormals. */
-function randomData(dtype: ComputeDtype, length: number, seed: number): Float32Array | Uint16Array {
+/** Values in ±[1/16, 1/2) in `dtype`: finite products, no subnormals. */
+function randomData(dtype: ComputeDtype, length: number, seed: number): Float32Array | Float16Array {
   let state = (seed * 2654435761) >>> 0 || 1;
   const next = () => {
     state ^= state << 13;
@@ -128,10 +128,11 @@ function randomData(dtype: ComputeDtype, length: number, seed: number): Float32A
     return state >>> 0;
   };
   if (dtype === "float16") {
-    return Uint16Array.from({ length }, () => {
+    const bits = Uint16Array.from({ length }, () => {
       const r = next();
       return ((r & 1) << 15) | (0x2c00 + ((r >>> 1) % 0x0c00)); // 2^-4 ≤ |v| < 2^-1
     });
+    return new Float16Array(bits.buffer);
   }
   return Float32Array.from({ length }, () => {
     const r = next();
@@ -194,14 +195,14 @@ async function measureForm(
 
 /** x, w and y for one run set: bound (device memory on a GPU provider) and released after. */
 function feedsFor(session: EngineSession, p: Product, form: GemmForm, dtype: ComputeDtype) {
-  const host = (data: Float32Array | Uint16Array, dims: number[]) =>
+  const host = (data: Float32Array | Float16Array, dims: number[]) =>
     ({ type: dtype, data, dims }) as Parameters<EngineSession["bind"]>[0];
   const wDims = form === "gemm_transB" ? [p.n, p.k] : [p.k, p.n];
   const x = session.bind(host(randomData(dtype, p.m * p.k, 1), [p.m, p.k]));
   const w = session.bind(host(randomData(dtype, p.k * p.n, 2), wDims));
   const out = session.device
     ? session.device.tensor(dtype, [p.m, p.n])
-    : host(dtype === "float16" ? new Uint16Array(p.m * p.n) : new Float32Array(p.m * p.n), [p.m, p.n]);
+    : host(dtype === "float16" ? new Float16Array(p.m * p.n) : new Float32Array(p.m * p.n), [p.m, p.n]);
   return {
     inputs: { x, w } as Record<string, Feed>,
     outputs: { y: out } as Record<string, Feed>,
