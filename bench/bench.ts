@@ -22,9 +22,10 @@
  * `--before REV` measures an older revision in the same run (bench/checkout.ts makes it a git worktree;
  * `REV+FIX` applies a later fix it needs to run): the engine and train sections then run `bench.rounds`
  * rounds of the older checkout's bench, this one's and the peer, and report both ratios of each round
- * against that round's one peer figure (bench/before_after.ts); the loop section runs the older loop too. `--only algorithms` (never run
- * unless named) compares the advantage estimators on the demo's tasks (bench/algorithms_bench.ts); its
- * `--a.b=v` overrides go to every run of it.
+ * against that round's one peer figure (bench/before_after.ts); the loop section runs the older loop too.
+ *
+ * `--only algorithms` (never run unless named) compares the advantage estimators on the demo's tasks
+ * (bench/algorithms_bench.ts); its `--a.b=v` overrides go to every run of it.
  *
  * `--only demo_seeds` (never run by default: about ten minutes per seed) runs the demo once per seed of
  * `bench.demo_seeds` with `bench.demo_config` (bench/demo_seeds.ts); `--only agent_seeds` (never run by
