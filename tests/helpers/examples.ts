@@ -70,8 +70,14 @@ export async function denoTask(dir: string, args: string[]) {
   return { code: out.code, stdout: text(out.stdout), stderr: text(out.stderr) };
 }
 
+/**
+ * What stopping a server found: null where it was still running, else how it had ended on its own (its exit
+ * code and the end of its stderr), which the commands after it may have failed on.
+ */
+export type ServerStop = () => Promise<string | null>;
+
 /** A `deno task serve …` started in `dir`, answering /health. */
-export async function startServer(dir: string, args: string[]): Promise<() => Promise<void>> {
+export async function startServer(dir: string, args: string[]): Promise<ServerStop> {
   const child = new Deno.Command(Deno.execPath(), {
     args: ["task", "--quiet", "serve", ...args],
     cwd: dir,
@@ -79,19 +85,29 @@ export async function startServer(dir: string, args: string[]): Promise<() => Pr
     stdout: "null",
     stderr: "piped",
   }).spawn();
+  let exited: Deno.CommandStatus | null = null;
+  const status = child.status.then((s) => (exited = s));
+  const stderr = new Response(child.stderr).text(); // read as it runs, so a full pipe never blocks the server
   const port = Number(/--port[ =](\d+)/.exec(args.join(" "))?.[1] ?? 8000);
-  for (let i = 0; i < 600; i++) {
+  for (let i = 0; i < 600 && !exited; i++) {
     const up = await fetch(`http://127.0.0.1:${port}/health`).then((r) => r.ok, () => false);
     if (up) {
       return async () => {
-        child.kill("SIGTERM");
-        await child.status;
-        await child.stderr.cancel().catch(() => {});
+        const early = exited as Deno.CommandStatus | null;
+        if (!early) child.kill("SIGTERM"); // killing an exited child throws, and would hide why it exited
+        await status;
+        const tail = (await stderr).trim().split("\n").slice(-5).join("\n");
+        return early
+          ? `deno task serve ${args.join(" ")} had exited on its own (code ${early.code}):\n${tail}`
+          : null;
       };
     }
     await new Promise((r) => setTimeout(r, 100));
   }
-  child.kill("SIGKILL");
-  await child.status;
-  throw new Error(`deno task serve ${args.join(" ")} did not answer /health within 60 s`);
+  if (!exited) child.kill("SIGKILL");
+  await status;
+  throw new Error(
+    `deno task serve ${args.join(" ")} did not answer /health within 60 s` +
+      (exited ? ` (it exited: ${(await stderr).trim().split("\n").slice(-5).join(" ")})` : ""),
+  );
 }

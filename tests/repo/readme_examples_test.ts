@@ -18,6 +18,7 @@ import {
   helpExamples,
   readmeLines,
   ROOT,
+  type ServerStop,
   startServer,
   taskOf,
 } from "../helpers/examples.ts";
@@ -57,10 +58,20 @@ function skipReason(task: string | undefined, line: string): string | null {
   return null;
 }
 
+/** What the servers that ended on their own said, for a failure's message ("" when none did). */
+function serversEnded(ended: string[]): string {
+  return ended.map((e) => `\n${e}`).join("");
+}
+
 /** Runs `examples` in order in `dir`; returns what was skipped. */
 async function runInOrder(dir: string, examples: Example[]): Promise<string[]> {
   const skipped: string[] = [];
-  const servers = new Map<string, () => Promise<void>>(); // by port: a new server replaces the old one
+  const servers = new Map<string, ServerStop>(); // by port: a new server replaces the old one
+  const ended: string[] = []; // servers that had exited on their own when stopped
+  const stop = async (server: ServerStop | undefined) => {
+    const early = await server?.();
+    if (early) ended.push(early);
+  };
   try {
     for (const { where, line } of examples) {
       const parsed = taskOf(line);
@@ -72,16 +83,29 @@ async function runInOrder(dir: string, examples: Example[]): Promise<string[]> {
       const [task, args] = parsed;
       if (task === "serve") {
         const port = /--port[ =](\d+)/.exec(args.join(" "))?.[1] ?? "8000";
-        await servers.get(port)?.();
+        await stop(servers.get(port));
         servers.set(port, await startServer(dir, args));
         continue;
       }
       const out = await denoTask(dir, [task, ...args, ...(SMALL[task] ?? [])]);
-      assert.equal(out.code, 0, `${where}: '${line}' exited ${out.code}:\n${out.stderr}`);
+      if (out.code !== 0) { // stop the servers now, so the message says whether one had died
+        for (const server of servers.values()) await stop(server);
+        servers.clear();
+      }
+      assert.equal(
+        out.code,
+        0,
+        `${where}: '${line}' exited ${out.code}:\n${out.stderr}${serversEnded(ended)}`,
+      );
     }
   } finally {
-    for (const stop of servers.values()) await stop();
+    for (const server of servers.values()) await stop(server);
   }
+  assert.equal(
+    ended.length,
+    0,
+    `a server the README starts ended before it was stopped:${serversEnded(ended)}`,
+  );
   return skipped;
 }
 
