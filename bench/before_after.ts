@@ -13,6 +13,7 @@
 // deno-lint-ignore-file no-explicit-any -- results are JSON from the benchmark processes
 
 import { median } from "./measure.ts";
+import { fixedOrDash as f } from "./report.ts";
 
 /** A benchmark process's last JSON object, or its error. */
 export type Json = Record<string, any>;
@@ -76,8 +77,6 @@ export async function beforeAfterRounds(
   }
   return out;
 }
-
-const f = (x: unknown, digits = 1) => (typeof x === "number" && Number.isFinite(x) ? x.toFixed(digits) : "–");
 
 /** Decode tok/s at `batch` of an engine result (undefined where it failed or lacks the batch). */
 function oursDecode(x: Json, batch: number): number | undefined {

@@ -48,6 +48,7 @@ import {
 } from "../lib/model/random_model.ts";
 import type { Qwen3Config } from "../lib/model/hf_config.ts";
 import { median } from "./measure.ts";
+import { mulberry32 } from "../lib/data/random.ts";
 
 /** The shape numbers a product list needs (a Qwen3 config's). */
 export type LinearShapes = Pick<
@@ -120,24 +121,9 @@ export function formGraph(p: Product, form: GemmForm, dtype: ComputeDtype): Uint
 
 /** Values in ±[1/16, 1/2) in `dtype`: finite products, no subnormals. */
 function randomData(dtype: ComputeDtype, length: number, seed: number): Float32Array | Float16Array {
-  let state = (seed * 2654435761) >>> 0 || 1;
-  const next = () => {
-    state ^= state << 13;
-    state ^= state >>> 17;
-    state ^= state << 5;
-    return state >>> 0;
-  };
-  if (dtype === "float16") {
-    const bits = Uint16Array.from({ length }, () => {
-      const r = next();
-      return ((r & 1) << 15) | (0x2c00 + ((r >>> 1) % 0x0c00)); // 2^-4 ≤ |v| < 2^-1
-    });
-    return new Float16Array(bits.buffer);
-  }
-  return Float32Array.from({ length }, () => {
-    const r = next();
-    return (r & 1 ? -1 : 1) * (0.0625 + ((r >>> 1) / 2 ** 31) * 0.4375);
-  });
+  const rand = mulberry32(seed);
+  const value = () => (rand() < 0.5 ? -1 : 1) * (0.0625 + 0.4375 * rand());
+  return dtype === "float16" ? Float16Array.from({ length }, value) : Float32Array.from({ length }, value);
 }
 
 /** What one form of one product measured. */

@@ -17,6 +17,7 @@
 // deno-lint-ignore-file no-explicit-any -- results are JSON from the benchmark processes
 
 import { join } from "node:path";
+import { fixedOrDash as f } from "./report.ts";
 
 /** The settings this section reads (bench.ts's `bench` config section). */
 export interface GpuSettings {
@@ -111,7 +112,6 @@ function gemmForms(dir: string, b: GpuSettings, h: Helpers) {
   ]);
 }
 
-const f = (x: unknown, digits = 1) => (typeof x === "number" && Number.isFinite(x) ? x.toFixed(digits) : "–");
 const pct = (x: unknown) => (typeof x === "number" && Number.isFinite(x) ? `${(100 * x).toFixed(1)}%` : "–");
 const ratio = (a: unknown, b: unknown) =>
   typeof a === "number" && typeof b === "number" && b > 0 ? `${(a / b).toFixed(2)}×` : "–";

@@ -28,7 +28,10 @@ export async function machineLines(): Promise<string[]> {
   ];
 }
 
-const f = (x: unknown, digits = 1) => (typeof x === "number" && Number.isFinite(x) ? x.toFixed(digits) : "–");
+/** `x` with `digits` decimals, or "–" where it is no finite number (a failed measurement). */
+export const fixedOrDash = (x: unknown, digits = 1) =>
+  typeof x === "number" && Number.isFinite(x) ? x.toFixed(digits) : "–";
+const f = fixedOrDash;
 const ratio = (
   a: unknown,
   b: unknown,

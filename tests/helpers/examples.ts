@@ -88,6 +88,7 @@ export async function startServer(dir: string, args: string[]): Promise<ServerSt
   let exited: Deno.CommandStatus | null = null;
   const status = child.status.then((s) => (exited = s));
   const stderr = new Response(child.stderr).text(); // read as it runs, so a full pipe never blocks the server
+  const stderrTail = async () => (await stderr).trim().split("\n").slice(-5).join("\n");
   const port = Number(/--port[ =](\d+)/.exec(args.join(" "))?.[1] ?? 8000);
   for (let i = 0; i < 600 && !exited; i++) {
     const up = await fetch(`http://127.0.0.1:${port}/health`).then((r) => r.ok, () => false);
@@ -96,9 +97,11 @@ export async function startServer(dir: string, args: string[]): Promise<ServerSt
         const early = exited as Deno.CommandStatus | null;
         if (!early) child.kill("SIGTERM"); // killing an exited child throws, and would hide why it exited
         await status;
-        const tail = (await stderr).trim().split("\n").slice(-5).join("\n");
+        await stderr; // the pipe drained before the process is forgotten
         return early
-          ? `deno task serve ${args.join(" ")} had exited on its own (code ${early.code}):\n${tail}`
+          ? `deno task serve ${
+            args.join(" ")
+          } had exited on its own (code ${early.code}):\n${await stderrTail()}`
           : null;
       };
     }
@@ -108,6 +111,6 @@ export async function startServer(dir: string, args: string[]): Promise<ServerSt
   await status;
   throw new Error(
     `deno task serve ${args.join(" ")} did not answer /health within 60 s` +
-      (exited ? ` (it exited: ${(await stderr).trim().split("\n").slice(-5).join(" ")})` : ""),
+      (exited ? ` (it exited: ${await stderrTail()})` : ""),
   );
 }
