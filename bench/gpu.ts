@@ -181,8 +181,8 @@ const line = (cells: unknown[]) => `| ${cells.join(" | ")} |`;
 function trainTable(name: string, ours: any[], peer: any[] | undefined, peak: number | null): string[] {
   const mfu = (tflops: unknown) => (peak && typeof tflops === "number" ? tflops / peak : null);
   return [
-    "| LoRA r16 train step | tokens | s/step | tok/s | TFLOP/s (4N) | MFU | PyTorch tok/s | PyTorch MFU | ratio |",
-    "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    "| LoRA r16 train step | tokens | s/step | tok/s | TFLOP/s (4N) | MFU | log-probs pass s | PyTorch tok/s | PyTorch MFU | ratio |",
+    "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ...ours.map((t) => {
       const p = peer?.find((x) => x.tokens_per_step === t.tokens_per_step);
       return line([
@@ -192,12 +192,19 @@ function trainTable(name: string, ours: any[], peer: any[] | undefined, peak: nu
         f(t.tok_per_s),
         f(t.tflops_4n, 3),
         pct(mfu(t.tflops_4n)),
+        passCell(t),
         f(p?.tok_per_s),
         pct(mfu(p?.tflops_4n)),
         ratio(t.tok_per_s, p?.tok_per_s),
       ]);
     }),
   ];
+}
+
+/** The log-probs pass's seconds, "(whole)" where it ran forward and backward; "–" in older records. */
+function passCell(t: { logprobs_pass_seconds?: number; forward_alone?: boolean }): string {
+  const s = f(t.logprobs_pass_seconds, 3);
+  return t.forward_alone === false ? `${s} (whole)` : s;
 }
 
 /** One row per decode batch. */

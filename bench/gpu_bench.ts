@@ -88,13 +88,22 @@ function openTrainer(model: ModelDir, o: GpuBenchOptions): Promise<Trainer> {
   }, { providerOptions: o.providerOptions });
 }
 
-/** One train step (forward and backward over every micro-batch) on `episodes`, as a function. */
+/**
+ * One train step (forward and backward over every micro-batch) on `episodes`, and the log-probs pass over
+ * the same micro-batches that the sampler–trainer correction runs each step (`Trainer.logprobs`: the
+ * forward alone where `forwardAlone`, else the whole graph), as functions.
+ */
 function trainStep(trainer: Trainer, model: ModelDir, episodes: ReturnType<typeof trainEpisodes>) {
   const params = initLoraWeights(model.config, trainer.spec.lora, 0);
   const weights = aggregationWeights(episodes, "token_mean", episodes[0].tokens.length);
   const batches = planMicroBatches(episodes, weights, MICRO_BATCH_TOKENS, trainer.maxChunk);
   const scalars = { temperature: 1, epsLow: 0.2, epsHigh: 0.2, beta: 0 };
-  return () => accumulate(trainer, batches, params, scalars);
+  return {
+    step: () => accumulate(trainer, batches, params, scalars),
+    logprobsPass: async () => {
+      for (const mb of batches) await trainer.logprobs(mb, params, scalars);
+    },
+  };
 }
 
 /** Train tokens/s and MFU of a LoRA r16 step on `dir`, one row per `o.trainTokens` size. */
@@ -107,9 +116,11 @@ async function trainRows(dir: string, o: GpuBenchOptions) {
     for (const tokens of o.trainTokens) {
       const episodes = trainEpisodes(tokens, model.config.vocab_size);
       if (o.batchPrefix) await writeBatchJson(`${o.batchPrefix}-${tokens}.json`, episodes);
-      const step = trainStep(trainer!, model, episodes);
+      const { step, logprobsPass } = trainStep(trainer!, model, episodes);
       await step(); // warm-up: shaders compile on the first run
       const seconds = await medianOf(o.repeats, async () => (await timeMs(step)) / 1000);
+      await logprobsPass(); // warm-up: the forward-alone session opens at its first call
+      const passSeconds = await medianOf(o.repeats, async () => (await timeMs(logprobsPass)) / 1000);
       const done = episodes.reduce((n, e) => n + e.tokens.length, 0);
       const tflops = (4 * totalParams(model.config) * done) / seconds / 1e12;
       rows.push({
@@ -119,6 +130,8 @@ async function trainRows(dir: string, o: GpuBenchOptions) {
         tok_per_s: done / seconds,
         tflops_4n: tflops,
         mfu: o.peakTflops ? tflops / o.peakTflops : null,
+        logprobs_pass_seconds: passSeconds,
+        forward_alone: trainer!.forwardAlone,
       });
     }
     return rows;
@@ -216,7 +229,7 @@ async function profileTrain(dir: string, o: GpuBenchOptions, tokens: number) {
   const traces = await profiled(async () => {
     const trainer = await openTrainer(model, o);
     try {
-      const step = trainStep(trainer, model, trainEpisodes(tokens, model.config.vocab_size));
+      const { step } = trainStep(trainer, model, trainEpisodes(tokens, model.config.vocab_size));
       await step(); // warm-up
       await step();
     } finally {

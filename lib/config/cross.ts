@@ -155,6 +155,13 @@ const webgpuOptions: Rule = ({ model }) => {
       fix: "set model.ep to webgpu, or model.webgpu.graph_capture back to false",
     });
   }
+  if (!model.webgpu.forward_session) {
+    throw new UserError("config key model.webgpu.forward_session", {
+      value: false,
+      why: `only the WebGPU trainer opens a forward-alone session by this key, and model.ep is ${model.ep}`,
+      fix: "set model.ep to webgpu, or model.webgpu.forward_session back to true",
+    });
+  }
   for (const [key, option] of Object.entries(WEBGPU_OPTION_NAMES)) {
     const value = model.webgpu[key as keyof typeof WEBGPU_OPTION_NAMES];
     if (value === WEBGPU_DEFAULTS[option]) continue;

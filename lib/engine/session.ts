@@ -73,6 +73,12 @@ export interface SessionOptions {
    * them and sessions read them in place (FFI only; ignored, with a warning, where FFI is unavailable).
    */
   sharedWeights?: SharedWeights | null;
+  /**
+   * onnxruntime graph transformers and rewrite rules to leave out, by name (its session config entry
+   * `optimization.disable_specified_optimizers`): for two sessions over related graphs that must compute
+   * alike (the trainer's forward alone and its whole graph: lib/train/trainer.ts).
+   */
+  disabledOptimizers?: readonly string[];
 }
 
 /** Options resolved from `SessionOptions` and the environment knobs. */
@@ -84,6 +90,8 @@ interface ResolvedOptions {
   threads: number;
   optimization: GraphOptimization;
   config: Record<string, string>;
+  /** onnxruntime's `optimization.*` config entries: the transformers left out, where any are. */
+  optimizationConfig: Record<string, string>;
   profile: string | undefined;
 }
 
@@ -125,6 +133,9 @@ function resolveOptions(
     threads: options.threads && options.threads > 0 ? options.threads : 0,
     optimization: optimization as GraphOptimization,
     config,
+    optimizationConfig: options.disabledOptimizers?.length
+      ? { disable_specified_optimizers: options.disabledOptimizers.join(";") }
+      : {},
     profile: Deno.env.get("DENO_RL_ORT_PROFILE") || undefined, // a file prefix: per-node timings for diagnosis
   };
 }
@@ -142,7 +153,7 @@ export async function createSession(
     executionProviders: [provider],
     graphOptimizationLevel: o.optimization,
     interOpNumThreads: 1,
-    extra: { session: { ...o.config } },
+    extra: { session: { ...o.config }, optimization: { ...o.optimizationConfig } },
   };
   if (o.threads) sessionOptions.intraOpNumThreads = o.threads;
   if (o.profile) Object.assign(sessionOptions, { enableProfiling: true, profileFilePrefix: o.profile });
@@ -175,7 +186,7 @@ export async function openEngineSession(
         intraOpThreads: o.threads,
         interOpThreads: 1,
         graphOptimization: o.optimization,
-        config: sessionKeys(o.config),
+        config: { ...prefixed("session", o.config), ...prefixed("optimization", o.optimizationConfig) },
         profileFilePrefix: o.profile,
         logSeverity: o.logSeverity,
         initializers,
@@ -233,9 +244,9 @@ function sharedInitializers(
   return out;
 }
 
-/** The binding prefixes its `extra.session` keys with "session."; the C API takes the full key. */
-function sessionKeys(config: Record<string, string>): Record<string, string> {
-  return Object.fromEntries(Object.entries(config).map(([k, v]) => [`session.${k}`, v]));
+/** The binding prefixes its `extra.<area>` keys with "<area>."; the C API takes the full key. */
+function prefixed(area: string, config: Record<string, string>): Record<string, string> {
+  return Object.fromEntries(Object.entries(config).map(([k, v]) => [`${area}.${k}`, v]));
 }
 
 let ffiState: "usable" | "unusable" | undefined;

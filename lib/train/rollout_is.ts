@@ -29,7 +29,7 @@
  * ours are `train.loss.rollout_is` × `rollout_is_level`; TRL's default sequence_mask with C = 3 is ours) and
  * verl's `rollout_is` (token or sequence level, truncate or mask). Deviations: only the upper bound C (no
  * lower threshold, no geometric-mean level); the recomputation is `Trainer.logprobs`, the train graph's
- * forward alone on the CPU over shared weights and the whole graph elsewhere (its gradients discarded);
+ * forward alone on the CPU over shared weights and on WebGPU, the whole graph elsewhere (its gradients discarded);
  * tokens the rollout did not sample never count (their loss weight is already 0).
  *
  * @module

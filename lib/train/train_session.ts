@@ -129,6 +129,7 @@ export class TrainSession {
       providerOptions: providerOptionsOf(model),
       threads: model.threads,
       sharedWeights: shared.weights,
+      forwardSession: model.webgpu.forward_session,
     });
     return new TrainSession(dir, trainer, checkpoint, baseConfigSha256, await referenceOf(config, dir));
   }

@@ -6,7 +6,8 @@
  * loss parts) is written by onnxruntime into arrays allocated here before the run, so nothing is copied
  * after it; the Node binding is used only where FFI is unavailable. Given `options.sharedWeights`, the
  * graph reads the model's weights from that shared memory, the same copy an inference engine in this
- * process reads (lib/model/shared_weights.ts).
+ * process reads (lib/model/shared_weights.ts). The passes that read no gradient run the graph's forward alone
+ * in a second session where that gives the same floats (`Trainer.forwardAlone`).
  *
  * @module
  */
@@ -47,6 +48,25 @@ export interface LossScalars {
   valueClip?: number;
 }
 
+/** How the trainer opens its sessions: the engine's options, and whether a GPU runs the forward alone. */
+export interface TrainerOptions extends SessionOptions {
+  /**
+   * On WebGPU, whether the passes that read no gradient open a second session with the forward alone
+   * (`Trainer.forwardAlone`; `model.webgpu.forward_session`). Default true.
+   */
+  forwardSession?: boolean;
+}
+
+/**
+ * onnxruntime fusions that apply to the train graph's forward alone but not to the whole graph, where the
+ * backward also reads the value they would fuse away: Div(1, t) · x into x / t (DivMulFusion; the head's
+ * 1/temperature) and x · Sigmoid(x) into QuickGelu (QuickGeluFusion; SwiGLU's SiLU). On WebGPU each rounds
+ * differently from the unfused nodes (on lavapipe 58 of 192 float32 log-probs of the forward alone
+ * differed from the whole graph's in their last bits with onnxruntime's defaults, none without these two),
+ * so the trainer's WebGPU sessions leave both out; the whole graph loses nothing (its nodes are the same).
+ */
+export const FORWARD_ALONE_FUSIONS = ["DivMulFusion", "QuickGeluFusion"] as const;
+
 /** What one run of the graph uses besides the micro-batch, the LoRA tensors and the scalars. */
 export interface RunOptions {
   /** LoRA scale (default the spec's; 0 runs the base model: the reference pass). */
@@ -78,7 +98,7 @@ export class Trainer {
   readonly #session: EngineSession;
   /** The forward alone (`buildTrainModel`'s forwardOnly), opened at the first `forward` call. */
   #forward: Promise<EngineSession> | null = null;
-  readonly #sessionOptions: SessionOptions;
+  readonly #sessionOptions: TrainerOptions;
   /**
    * The group tensors built per parameter map and LoRA scale (the reference pass runs the base model at 0,
    * or the run's starting adapter at the policy's scale): every micro-batch of an optimizer step reads the
@@ -92,7 +112,7 @@ export class Trainer {
     model: ModelDir,
     spec: TrainGraphSpec & { lora: LoraSpec },
     session: EngineSession,
-    sessionOptions: SessionOptions,
+    sessionOptions: TrainerOptions,
   ) {
     this.model = model;
     this.spec = spec;
@@ -112,9 +132,12 @@ export class Trainer {
   static async create(
     model: ModelDir,
     spec: TrainGraphSpec & { lora: LoraSpec },
-    options: SessionOptions = {},
+    options: TrainerOptions = {},
   ): Promise<Trainer> {
-    const sessionOptions = { ...options, ep: spec.ep, compute: spec.compute };
+    const sessionOptions: TrainerOptions = { ...options, ep: spec.ep, compute: spec.compute };
+    if (spec.ep === "webgpu") {
+      sessionOptions.disabledOptimizers = [...options.disabledOptimizers ?? [], ...FORWARD_ALONE_FUSIONS];
+    }
     const built = buildTrainModel(model, spec, sessionWeights(sessionOptions));
     const session = await openEngineSession(built.bytes, built.externalFolder, sessionOptions, built.shared);
     Trainer.created++;
@@ -182,15 +205,17 @@ export class Trainer {
   }
 
   /**
-   * Whether `logprobs` runs the train graph's forward alone: on the CPU over shared weights (a second
-   * session over the same one copy), where its log-probs are `run`'s floats bit for bit. Elsewhere it
-   * runs the whole graph: a second session would hold a second copy of the weights, and on WebGPU
-   * onnxruntime optimizes the forward alone differently (measured on lavapipe: 11 to 164 of 192 log-probs
-   * differed in their last bits, none with optimizations off), while the passes' log-probs must be the
-   * train run's own, so that on policy every ratio is exactly 1.
+   * Whether `forward` and `logprobs` run the train graph's forward alone, in a second session: on the CPU
+   * over shared weights (the same one copy), and on WebGPU unless `forwardSession` is false (a second copy
+   * of the weights in GPU memory, for about a third of the whole graph's kernels). Its log-probs are `run`'s
+   * floats bit for bit, so that on policy every ratio is exactly 1: on WebGPU because both sessions leave
+   * out the fusions that only the forward alone could make (`FORWARD_ALONE_FUSIONS`). Elsewhere (the CPU
+   * without shared weights, which would need a second copy of the weights; other providers, where this is
+   * unmeasured) it runs the whole graph and discards the gradients.
    */
   get forwardAlone(): boolean {
-    return sessionWeights(this.#sessionOptions) !== undefined;
+    const o = this.#sessionOptions;
+    return sessionWeights(o) !== undefined || (o.ep === "webgpu" && o.forwardSession !== false);
   }
 
   /**

@@ -56,6 +56,10 @@ webgpuTest(
     const train = rows(r.stdout, /^tiny$/);
     assert.deepEqual(train.map((c) => Number(c[1])), TRAIN_TOKENS, `a train row per size:\n${r.stdout}`);
     assert.ok(train.every((c) => Number(c[3]) > 0), "tokens/s");
+    assert.ok(
+      train.every((c) => Number(c[6]) > 0),
+      `the log-probs pass's seconds, forward alone:\n${r.stdout}`,
+    );
     const decode = rows(r.stdout, /^\d+$/);
     assert.deepEqual(decode.map((c) => Number(c[0])), BATCHES, `a decode row per batch:\n${r.stdout}`);
     assert.ok(decode.every((c) => Number(c[1]) > 0), "decode tokens/s");
@@ -91,6 +95,10 @@ webgpuTest(
     const json = files.find((f) => /^results-.*\.json$/.test(f));
     assert.ok(json && files.includes(json.replace(/\.json$/, ".md")), files.join());
     const { ours } = JSON.parse(await Deno.readTextFile(join(out, json)))["gpu:tiny"];
+    assert.ok(
+      ours.train.every((t: { forward_alone: boolean }) => t.forward_alone),
+      "WebGPU's pass: the forward alone",
+    );
     const { decode_step, train_run } = ours.profile;
     assert.ok(positiveInteger(decode_step.kernels), JSON.stringify(decode_step));
     assert.ok(positiveInteger(train_run.kernels), JSON.stringify(train_run));

@@ -178,6 +178,7 @@ const WEBGPU_DEFAULTS_BY_KEY = {
   default_buffer_cache_mode: WEBGPU_DEFAULTS.defaultBufferCacheMode,
   validation_mode: WEBGPU_DEFAULTS.validationMode,
   graph_capture: false,
+  forward_session: true,
 };
 
 Deno.test("model.webgpu: a value onnxruntime does not take is refused with the valid choices", () => {
@@ -566,4 +567,17 @@ Deno.test("a NaN or infinite number is refused as such, with the value shown", a
     (e) => e,
   );
   assert.match(String(huge?.message), /\(got Infinity\): .*got an infinite number/);
+});
+
+Deno.test("model.webgpu.forward_session: on by default, refused off webgpu when turned off, never a provider option", () => {
+  assert.equal(defaultConfig().model.webgpu.forward_session, true);
+  expectUserError(
+    () => validateConfig({ model: { ep: "cpu", webgpu: { forward_session: false } } }),
+    "config key model.webgpu.forward_session",
+    "model.ep is cpu",
+    "Fix: set model.ep to webgpu, or model.webgpu.forward_session back to true",
+  );
+  const config = validateConfig({ model: { ep: "webgpu", webgpu: { forward_session: false } } });
+  assert.equal(config.model.webgpu.forward_session, false);
+  assert.deepEqual(Object.keys(providerOptionsOf(config.model)), Object.keys(WEBGPU_DEFAULTS));
 });

@@ -76,6 +76,13 @@ const webgpu = {
       "enableGraphCapture, on a second session holding a second copy of the weights; " +
       "lib/engine/captured_decode.ts); off until measured faster on a GPU",
   }),
+  forward_session: bool({
+    default: true,
+    doc: "run the passes that read no gradient (the KL reference, the sampler-trainer correction's old " +
+      "log-probs, GSPO's sequence ratio, PPO's values) as the train graph's forward alone, in a second " +
+      "session holding a second copy of the weights (about a third of the whole graph's kernels; the same " +
+      "log-probs bit for bit); false runs the whole graph for them",
+  }),
 };
 
 /** The resolved `model.webgpu` section. */
