@@ -15,10 +15,17 @@ import { beforeCommits, checkoutBefore } from "../../bench/checkout.ts";
 import { UserError } from "../../lib/errors.ts";
 import { assertRefused, command } from "../helpers/commands.ts";
 
+/**
+ * The figures of rounds 1 to 3 that change between rounds, in no order, so that each column's median
+ * comes from another round (a median taken as one middle round's row would not pass).
+ */
+const PEER_BATCH1 = [400, 200, 600];
+const BEFORE_BATCH8 = [1200, 1000, 1100];
+
 /** A runner whose figures are given per side and round; it records every call in order. */
 function fakeRunner(calls: string[]): BeforeAfterRunner {
   let round = 0;
-  const decode = (side: string) => side === "after" ? [400, 2000] : [300, 1000 + 100 * round];
+  const decode = (side: string) => side === "after" ? [400, 2000] : [300, BEFORE_BATCH8[round]];
   return {
     after: "/after",
     before: "/before",
@@ -41,7 +48,7 @@ function fakeRunner(calls: string[]): BeforeAfterRunner {
       calls.push("transformers.js");
       round++; // the peer closes a round's engine section
       return Promise.resolve([
-        { batch: 1, decodeTokensPerSecond: 200 * round },
+        { batch: 1, decodeTokensPerSecond: PEER_BATCH1[round - 1] },
         { batch: 8, decodeTokensPerSecond: 1000 },
       ]);
     },
@@ -77,17 +84,18 @@ Deno.test("before/after tables divide both sides of a round by that round's peer
   const lines = beforeAfterTables("tiny", "abc+def", rounds);
   const row = (label: string, table: number) =>
     lines.filter((l) => l.startsWith(`| ${label}`))[table]?.split("|").slice(2, -1).map((c) => c.trim());
-  // Round 2: peer 400 / 1000 tok/s; ours before 300 / 1,100, after 400 / 2,000.
+  // Round 2: peer 200 / 1000 tok/s; ours before 300 / 1,000, after 400 / 2,000.
   assert.deepEqual(row("2 (after, before)", 0), [
-    "0.75 / 1.10",
-    "1.00 / 2.00",
-    "1.33 / 1.82",
-    "300 / 1100",
+    "1.50 / 1.00",
+    "2.00 / 2.00",
+    "1.33 / 2.00",
+    "300 / 1000",
     "400 / 2000",
-    "400 / 1000",
+    "200 / 1000",
   ]);
-  // Medians over rounds of each column (of the rounds' ratios, not a ratio of medians): peers 200, 400, 600
-  // at batch 1 give before 1.5, 0.75, 0.5 and after 2, 1, 0.67; before at batch 8 is 1,000, 1,100, 1,200.
+  // Medians over rounds of each column (of the rounds' ratios, not a ratio of medians): peers 400, 200, 600
+  // at batch 1 give before 0.75, 1.5, 0.5 and after 1, 2, 0.67 (round 1's); before at batch 8 is 1,200,
+  // 1,000, 1,100, so its ratio, after / before and tok/s take round 3's.
   assert.deepEqual(row("median", 0), [
     "0.75 / 1.10",
     "1.00 / 2.00",
@@ -98,9 +106,9 @@ Deno.test("before/after tables divide both sides of a round by that round's peer
   ]);
   // Train: 512 tokens, 0.25 and 0.2 s against PyTorch's 2 s (256 tok/s).
   assert.deepEqual(row("median", 1), ["8.00", "10.00", "1.25", "0.250", "0.200", "2.000"]);
-  // Geometric means: train after / before is 1.25 every round; decode at batch 8 is 2000 / (1000, 1100, 1200).
+  // Geometric means: train after / before is 1.25 every round; decode at batch 8 is 2000 / (1200, 1000, 1100).
   assert.equal(row("geometric mean", 1)[2], "1.25");
-  assert.equal(row("geometric mean", 0)[2], `1.33 / ${(2000 / Math.cbrt(1000 * 1100 * 1200)).toFixed(2)}`);
+  assert.equal(row("geometric mean", 0)[2], `1.33 / ${(2000 / Math.cbrt(1200 * 1000 * 1100)).toFixed(2)}`);
   assert.ok(lines.some((l) => l.includes("before (abc+def) and after, tiny")));
 });
 
