@@ -101,6 +101,24 @@ Deno.test("on the CPU over shared weights, the forward alone gives the train run
   await assertForwardAloneExact(model, ALGORITHMS, { sharedWeights: await loadSharedWeights(model) });
 });
 
+/** A clipped trainer that runs the whole graph for log-probs gives one micro-batch's `run` log-probs. */
+async function assertLogprobsOfWholeRun(trainer: Trainer, model: ModelDir): Promise<void> {
+  assert.equal(trainer.forwardAlone, false);
+  const batch = episodes().map((e) => ({
+    ...e,
+    inputs: { old_logprobs: e.inputs.old_logprobs, advantages: e.inputs.advantages },
+  }));
+  const [mb] = planMicroBatches(
+    batch,
+    aggregationWeights(batch, "token_mean", 128),
+    4096,
+    trainer.maxChunk,
+  );
+  const adapter = randomAdapter(model.config, SPEC, 5);
+  const whole = (await trainer.run(mb, adapter.weights, SCALARS)).logprobs;
+  assert.deepEqual(await trainer.logprobs(mb, adapter.weights, SCALARS), whole);
+}
+
 for (const compute of ["float32", "float16"] as const) {
   webgpuTest(
     `on WebGPU (${compute}) the forward alone gives the train run's log-probs and values bit for bit`,
@@ -136,20 +154,7 @@ webgpuTest(
     const spec = { lora: SPEC, objective: "clipped", withReference: false, ep: "webgpu" } as const;
     const trainer = await Trainer.create(model, spec, { forwardSession: false });
     try {
-      assert.equal(trainer.forwardAlone, false);
-      const batch = episodes().map((e) => ({
-        ...e,
-        inputs: { old_logprobs: e.inputs.old_logprobs, advantages: e.inputs.advantages },
-      }));
-      const [mb] = planMicroBatches(
-        batch,
-        aggregationWeights(batch, "token_mean", 128),
-        4096,
-        trainer.maxChunk,
-      );
-      const adapter = randomAdapter(model.config, SPEC, 5);
-      const whole = (await trainer.run(mb, adapter.weights, SCALARS)).logprobs;
-      assert.deepEqual(await trainer.logprobs(mb, adapter.weights, SCALARS), whole);
+      await assertLogprobsOfWholeRun(trainer, model);
     } finally {
       await trainer.close();
     }
@@ -160,20 +165,7 @@ Deno.test("without shared weights the trainer runs the whole graph for log-probs
   const model = await openModelDir(await makeTinyModel({ vocab: 512, tokenizer: false, seed: 11 }));
   const trainer = await Trainer.create(model, { lora: SPEC, objective: "clipped", withReference: false });
   try {
-    assert.equal(trainer.forwardAlone, false);
-    const batch = episodes().map((e) => ({
-      ...e,
-      inputs: { old_logprobs: e.inputs.old_logprobs, advantages: e.inputs.advantages },
-    }));
-    const [mb] = planMicroBatches(
-      batch,
-      aggregationWeights(batch, "token_mean", 128),
-      4096,
-      trainer.maxChunk,
-    );
-    const adapter = randomAdapter(model.config, SPEC, 5);
-    const whole = (await trainer.run(mb, adapter.weights, SCALARS)).logprobs;
-    assert.deepEqual(await trainer.logprobs(mb, adapter.weights, SCALARS), whole);
+    await assertLogprobsOfWholeRun(trainer, model);
   } finally {
     await trainer.close();
   }
