@@ -26,13 +26,11 @@ import { McpServerError, stderrTail } from "./errors.ts";
 import { type LaunchOptions, launchSpec } from "./launch.ts";
 import { ServerProcess } from "./process.ts";
 import {
-  Client,
-  ErrorCode,
+  type Client,
   type HttpTransport,
-  httpTransport,
   type ListToolsResult,
-  ListToolsResultSchema,
-  mcpErrorCode,
+  type McpSdk,
+  mcpSdk,
   type McpTool,
   type Transport,
 } from "./sdk.ts";
@@ -48,14 +46,21 @@ const MAX_PAGES = 100;
 export class McpConnection {
   readonly server: McpServerConfig;
   readonly #client: Client;
+  readonly #sdk: McpSdk;
   readonly #process?: ServerProcess;
   readonly #http?: HttpTransport;
   #closing = false;
   /** The transport closed (for a stdio server: its stdout ended or its stdin broke) without our asking. */
   #lost = false;
 
-  private constructor(server: McpServerConfig, client: Client, via: ServerProcess | HttpTransport) {
+  private constructor(
+    server: McpServerConfig,
+    sdk: McpSdk,
+    client: Client,
+    via: ServerProcess | HttpTransport,
+  ) {
     this.server = server;
+    this.#sdk = sdk;
     this.#client = client;
     client.onclose = () => this.#lost = true;
     if (via instanceof ServerProcess) this.#process = via;
@@ -64,13 +69,14 @@ export class McpConnection {
 
   /** Starts or reaches the server and completes MCP's initialization; McpServerError when it cannot. */
   static async open(server: McpServerConfig, o: LaunchOptions = {}): Promise<McpConnection> {
-    const client = new Client({ name: "deno-rl", version: TOOLKIT_VERSION }, { capabilities: {} });
+    const sdk = await mcpSdk();
+    const client = new sdk.Client({ name: "deno-rl", version: TOOLKIT_VERSION }, { capabilities: {} });
     client.onerror = () => {}; // stray non-JSON lines on stdout: skipped, not fatal
     const timeout = server.startup_timeout_s * 1000;
     if (server.url !== null) {
-      const transport = httpTransport(server.url, server.headers);
-      await connect(client, transport, timeout, (why) => unreachable(server, why));
-      return new McpConnection(server, client, transport);
+      const transport = sdk.httpTransport(server.url, server.headers);
+      await connect(sdk, client, transport, timeout, (why) => unreachable(server, why));
+      return new McpConnection(server, sdk, client, transport);
     }
     const launch = await launchSpec(server, o);
     try {
@@ -81,8 +87,8 @@ export class McpConnection {
         process.startFailure(status); // bwrap never started it: the sandbox's own diagnosis
         return notStarted(server, why, status, process.stderrText());
       };
-      await connect(client, new ProcessTransport(process), timeout, failed);
-      return new McpConnection(server, client, process);
+      await connect(sdk, client, new ProcessTransport(process, sdk), timeout, failed);
+      return new McpConnection(server, sdk, client, process);
     } finally {
       await launch.cleanup();
     }
@@ -96,7 +102,7 @@ export class McpConnection {
       const params = cursor === undefined ? {} : { cursor };
       const timeout = this.server.startup_timeout_s * 1000;
       const result = await this.#guard(() =>
-        this.#client.request({ method: "tools/list", params }, ListToolsResultSchema, { timeout })
+        this.#client.request({ method: "tools/list", params }, this.#sdk.ListToolsResultSchema, { timeout })
       ) as ListToolsResult;
       tools.push(...result.tools);
       cursor = result.nextCursor;
@@ -121,8 +127,8 @@ export class McpConnection {
       );
     } catch (error) {
       if (ctx.signal.aborted || error instanceof McpServerError) throw error;
-      const code = mcpErrorCode(error);
-      if (code === ErrorCode.RequestTimeout) {
+      const code = this.#sdk.mcpErrorCode(error);
+      if (code === this.#sdk.ErrorCode.RequestTimeout) {
         return { status: "timeout", output: `Error: ${name} did not answer in time.` };
       }
       if (code !== undefined) {
@@ -153,9 +159,9 @@ export class McpConnection {
     try {
       return await request();
     } catch (error) {
-      const code = mcpErrorCode(error);
+      const code = this.#sdk.mcpErrorCode(error);
       // After the transport closed, the SDK answers every request with a plain "Not connected" error.
-      const closed = code === ErrorCode.ConnectionClosed || this.#lost;
+      const closed = code === this.#sdk.ErrorCode.ConnectionClosed || this.#lost;
       if (this.#closing || isAbort(error) || (code !== undefined && !closed)) throw error;
       if (this.#process === undefined) {
         throw unreachable(this.server, (error as Error).message ?? String(error));
@@ -184,6 +190,7 @@ async function exitedWithin(process: ServerProcess, ms: number): Promise<Deno.Co
 
 /** `client.connect` within `timeoutMs`; any failure becomes `fail(why)`'s error. */
 async function connect(
+  sdk: McpSdk,
   client: Client,
   transport: Transport,
   timeoutMs: number,
@@ -192,7 +199,7 @@ async function connect(
   try {
     await client.connect(transport, { timeout: timeoutMs });
   } catch (error) {
-    const timedOut = mcpErrorCode(error) === ErrorCode.RequestTimeout;
+    const timedOut = sdk.mcpErrorCode(error) === sdk.ErrorCode.RequestTimeout;
     const why = timedOut
       ? `it did not answer MCP's initialize within ${timeoutMs / 1000} s`
       : `it did not complete MCP's initialize (${(error as Error).message})`;

@@ -7,16 +7,17 @@
  * untyped. This file imports those at run time and states the types we rely on, derived from the typed
  * `Client` wherever it can be; nothing else in lib/tools/mcp/ imports the SDK's untyped paths.
  *
+ * The SDK is imported on first use (`mcpSdk()`), not with this module: with Express and Ajv it is the
+ * heaviest import of the toolkit (~0.15 s of a stage's ~0.6 s start here), and only a rollout with MCP
+ * servers needs it — every other command, `--help` and every refusal would pay it for nothing.
+ *
  * @module
  */
 
-import { Client } from "@modelcontextprotocol/sdk/client";
-import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv";
-import * as streamableHttp from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import * as stdio from "@modelcontextprotocol/sdk/shared/stdio.js";
-import * as types from "@modelcontextprotocol/sdk/types.js";
+import type { Client } from "@modelcontextprotocol/sdk/client";
+import type { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv";
 
-export { AjvJsonSchemaValidator, Client };
+export type { AjvJsonSchemaValidator, Client };
 
 /** The SDK's transport contract (what `Client.connect` takes). */
 export type Transport = Parameters<Client["connect"]>[0];
@@ -27,27 +28,55 @@ export type ListToolsResult = Awaited<ReturnType<Client["listTools"]>>;
 export type McpTool = ListToolsResult["tools"][number];
 /** A `tools/call` result. */
 export type CallToolResult = Awaited<ReturnType<Client["callTool"]>>;
-
-/** JSON-RPC error codes the client tells apart (the SDK's `ErrorCode`). */
-export const ErrorCode: { ConnectionClosed: number; RequestTimeout: number } = types.ErrorCode;
-
-/** The schema `tools/list` answers are parsed with. */
-export const ListToolsResultSchema: Parameters<Client["request"]>[1] = types.ListToolsResultSchema;
-
-/** The JSON-RPC error code of an error the SDK raised for an error answer or a lost connection. */
-export function mcpErrorCode(error: unknown): number | undefined {
-  return error instanceof types.McpError ? (error as { code: number }).code : undefined;
-}
-
-/** One line of MCP's stdio framing, parsed and checked (throws on anything else). */
-export const deserializeMessage: (line: string) => JSONRPCMessage = stdio.deserializeMessage;
-/** A message as one line of MCP's stdio framing, newline included. */
-export const serializeMessage: (message: JSONRPCMessage) => string = stdio.serializeMessage;
-
 /** The SDK's streamable-HTTP client transport, with the one method beyond `Transport` we call. */
 export type HttpTransport = Transport & { terminateSession(): Promise<void> };
 
-/** A streamable-HTTP transport to `url`, sending `headers` with every request. */
-export function httpTransport(url: string, headers: Record<string, string>): HttpTransport {
-  return new streamableHttp.StreamableHTTPClientTransport(new URL(url), { requestInit: { headers } });
+/** MCP's stdio framing: one JSON-RPC message a line. */
+export interface StdioCodec {
+  /** One line, parsed and checked (throws on anything else). */
+  deserializeMessage(line: string): JSONRPCMessage;
+  /** A message as one line, newline included. */
+  serializeMessage(message: JSONRPCMessage): string;
+}
+
+/** What the client uses of the SDK at run time. */
+export interface McpSdk extends StdioCodec {
+  Client: typeof Client;
+  AjvJsonSchemaValidator: typeof AjvJsonSchemaValidator;
+  /** JSON-RPC error codes the client tells apart (the SDK's `ErrorCode`). */
+  ErrorCode: { ConnectionClosed: number; RequestTimeout: number };
+  /** The schema `tools/list` answers are parsed with. */
+  ListToolsResultSchema: Parameters<Client["request"]>[1];
+  /** The JSON-RPC error code of an error the SDK raised for an error answer or a lost connection. */
+  mcpErrorCode(error: unknown): number | undefined;
+  /** A streamable-HTTP transport to `url`, sending `headers` with every request. */
+  httpTransport(url: string, headers: Record<string, string>): HttpTransport;
+}
+
+let loaded: Promise<McpSdk> | undefined;
+
+/** The SDK, imported once, on the first call. */
+export function mcpSdk(): Promise<McpSdk> {
+  return loaded ??= importSdk();
+}
+
+async function importSdk(): Promise<McpSdk> {
+  const [client, ajv, streamableHttp, stdio, types] = await Promise.all([
+    import("@modelcontextprotocol/sdk/client"),
+    import("@modelcontextprotocol/sdk/validation/ajv"),
+    import("@modelcontextprotocol/sdk/client/streamableHttp.js"),
+    import("@modelcontextprotocol/sdk/shared/stdio.js"),
+    import("@modelcontextprotocol/sdk/types.js"),
+  ]);
+  return {
+    Client: client.Client,
+    AjvJsonSchemaValidator: ajv.AjvJsonSchemaValidator,
+    ErrorCode: types.ErrorCode,
+    ListToolsResultSchema: types.ListToolsResultSchema,
+    mcpErrorCode: (error) => error instanceof types.McpError ? (error as { code: number }).code : undefined,
+    deserializeMessage: stdio.deserializeMessage,
+    serializeMessage: stdio.serializeMessage,
+    httpTransport: (url, headers) =>
+      new streamableHttp.StreamableHTTPClientTransport(new URL(url), { requestInit: { headers } }),
+  };
 }

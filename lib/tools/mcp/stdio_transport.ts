@@ -12,7 +12,7 @@
  */
 
 import type { ServerProcess } from "./process.ts";
-import { deserializeMessage, type JSONRPCMessage, serializeMessage, type Transport } from "./sdk.ts";
+import type { JSONRPCMessage, StdioCodec, Transport } from "./sdk.ts";
 
 /** How long a server may take to exit after its stdin closes before it is killed. */
 export const STOP_GRACE_MS = 200;
@@ -22,10 +22,12 @@ export class ProcessTransport implements Transport {
   onerror?: (error: Error) => void;
   onmessage?: (message: JSONRPCMessage) => void;
   readonly process: ServerProcess;
+  readonly #codec: StdioCodec;
   #closed = false;
 
-  constructor(process: ServerProcess) {
+  constructor(process: ServerProcess, codec: StdioCodec) {
     this.process = process;
+    this.#codec = codec;
   }
 
   start(): Promise<void> {
@@ -36,7 +38,7 @@ export class ProcessTransport implements Transport {
   async send(message: JSONRPCMessage): Promise<void> {
     if (this.#closed) throw new Error("the server's connection is closed");
     try {
-      await this.process.write(serializeMessage(message));
+      await this.process.write(this.#codec.serializeMessage(message));
     } catch (error) {
       this.#finish();
       throw error;
@@ -52,7 +54,7 @@ export class ProcessTransport implements Transport {
     if (line.trim() === "") return;
     let message: JSONRPCMessage;
     try {
-      message = deserializeMessage(line);
+      message = this.#codec.deserializeMessage(line);
     } catch (error) {
       this.onerror?.(new Error(`not a JSON-RPC message on stdout: ${line.slice(0, 200)}`, { cause: error }));
       return;

@@ -23,7 +23,7 @@ import type { EpisodeScope } from "../episode_scope.ts";
 import type { Tool, ToolContext, ToolResult } from "../types.ts";
 import { McpConnection, type McpToolInfo } from "./connection.ts";
 import type { LaunchOptions } from "./launch.ts";
-import { AjvJsonSchemaValidator } from "./sdk.ts";
+import { type AjvJsonSchemaValidator, mcpSdk } from "./sdk.ts";
 
 /** A tool name the chat template and the tool-call parser both accept (as lib/tools/registry.ts). */
 const TOOL_NAME = /^[A-Za-z_][A-Za-z0-9_-]{0,63}$/;
@@ -107,7 +107,7 @@ async function openServer(
 ): Promise<Tool[]> {
   const first = await live.open(server, o);
   const infos = pick(server, await first.listTools());
-  const validator = new AjvJsonSchemaValidator();
+  const validator = new (await mcpSdk()).AjvJsonSchemaValidator();
   let connection: (ctx: { episode?: EpisodeScope }) => Promise<McpConnection> = () => Promise.resolve(first);
   let startEpisode: ((episode: EpisodeScope) => void) | undefined;
   if (server.per_episode) {
