@@ -1,8 +1,8 @@
 /**
  * Every command line the user is shown runs as written, in order, on a fresh copy of the repository: the
  * README's `sh` blocks after its first command (the demo), and each command's `--help` examples. The test
- * appends only overrides that make runs small (see SMALL); lines that are not `deno task` commands (vLLM,
- * SGLang: GPU servers in Python), the test command itself, the set-up alias of `deno`, and lines naming an
+ * appends only overrides that make runs small (see smallOverrides); lines that are not `deno task` commands
+ * (vLLM, SGLang: GPU servers in Python), the test command itself, the set-up alias of `deno`, and lines naming an
  * execution provider that does not start on this machine (`--model.ep=cuda` without CUDA; `webgpu` without a
  * Vulkan driver — CI installs lavapipe, so there they run) are listed as skipped, with the reason. The
  * README's TypeScript example of the engine runs too, as a script in the copy, after the commands.
@@ -31,12 +31,15 @@ const SMALL: Record<string, string[]> = {
     "--rollout.tasks_per_step=2",
     "--eval.num_tasks=8",
     "--data.arithmetic.num_tasks=200",
-    "--demo.warm_start.traces=40",
-    "--demo.warm_start.copy_max_steps=20",
-    "--demo.warm_start.probe_every=10",
-    "--demo.warm_start.probe_tasks=4",
-    "--demo.warm_start.mix_steps=10",
+    "--demo.warm_start.traces=8",
+    "--demo.warm_start.copy_max_steps=4",
+    "--demo.warm_start.probe_every=2",
+    "--demo.warm_start.probe_tasks=2",
+    "--demo.warm_start.mix_steps=2",
   ],
+  // Every width, dtype, vocabulary and shard count as shown, at two layers: the 0.6B shape's 28 would take
+  // ~30 s more to write and load and exercise no other code.
+  "make-model": ["--layers", "2"],
   rollout: ["--rollout.tasks_per_step=1", "--rollout.group_size=2", "--rollout.generation.max_new_tokens=8"],
   loop: [
     "--rollout.tasks_per_step=1",
@@ -46,6 +49,16 @@ const SMALL: Record<string, string[]> = {
   ],
   eval: ["--eval.num_tasks=4", "--rollout.generation.max_new_tokens=8"],
 };
+
+/**
+ * What is appended to `task args`: SMALL's overrides, and for a loop that names no step count (so runs the
+ * config's 20) and resumes nothing, two steps — on lavapipe a WebGPU step takes ~4 s. A line that names its
+ * steps keeps them: later lines read what it wrote (runs/try/adapters/step-0020).
+ */
+function smallOverrides(task: string, args: string[]): string[] {
+  const named = args.some((a) => /^--(loop\.steps|resume)\b/.test(a));
+  return [...(SMALL[task] ?? []), ...(task === "loop" && !named ? ["--loop.steps=2"] : [])];
+}
 
 /** Lines shown but not run here, and why. */
 function skipReason(task: string | undefined, line: string): string | null {
@@ -87,7 +100,7 @@ async function runInOrder(dir: string, examples: Example[]): Promise<string[]> {
         servers.set(port, await startServer(dir, args));
         continue;
       }
-      const out = await denoTask(dir, [task, ...args, ...(SMALL[task] ?? [])]);
+      const out = await denoTask(dir, [task, ...args, ...smallOverrides(task, args)]);
       if (out.code !== 0) { // stop the servers now, so the message says whether one had died
         for (const server of servers.values()) await stop(server);
         servers.clear();

