@@ -81,25 +81,29 @@ test("a session past its deadline is killed (timeout) and says nothing more", as
 });
 
 test("the programs of one group run in separate jails: neither sees the other's processes or files", async () => {
-  // Each starts a marked child and writes a marked file, waits until both have, then looks around.
+  // Each starts a marked child (its last argument) and writes a marked file, waits until both have, then
+  // looks around, and says whether its child still runs (None): a failure then tells a jail that saw too
+  // much or too little from a child that had died. "ready" only once the child has exec'd.
   const look = (me: string) =>
-    python(`import os, subprocess, sys
-subprocess.Popen(["/bin/sh", "-c", "sleep 30; : ${me}-child"])
+    python(`import os, subprocess, sys, time
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", "${me}-child"])
+while b"${me}-child" not in open(f"/proc/{child.pid}/cmdline", "rb").read() and child.poll() is None:
+    time.sleep(0.01)
 open("/tmp/${me}-file", "w").close()
 print("ready", flush=True)
 sys.stdin.readline()
-cmds = []
+args = []
 for pid in os.listdir("/proc"):
     if pid.isdigit():
         try:
-            cmds.append(open(f"/proc/{pid}/cmdline", "rb").read().decode(errors="replace").rstrip("\\0"))
+            args.append(open(f"/proc/{pid}/cmdline", "rb").read().decode(errors="replace").rstrip("\\0").split("\\0"))
         except OSError:
             pass
-print(sorted(os.listdir("/tmp")), sorted({c[c.index(":") + 2:] for c in cmds if "-child" in c}), flush=True)`);
+print(sorted(os.listdir("/tmp")), sorted({a[-1] for a in args if a[-1].endswith("-child")}), child.poll(), flush=True)`);
   const seen = await (await sandbox()).withSessions([look("a"), look("b")], async (sessions) => {
     for (const s of sessions) assert.equal(text(await s.readLine()), "ready");
     for (const s of sessions) await s.writeLine("go");
     return await Promise.all(sessions.map(async (s) => text(await s.readLine())));
   });
-  assert.deepEqual(seen, ["['a-file'] ['a-child']", "['b-file'] ['b-child']"]);
+  assert.deepEqual(seen, ["['a-file'] ['a-child'] None", "['b-file'] ['b-child'] None"]);
 });
