@@ -1,0 +1,113 @@
+/**
+ * `deno task test` (scripts/test.ts, scripts/test_summary.ts): test files run in processes of their own,
+ * two at a time, and one summary adds up their counts in `deno test`'s form; a file that fails, or whose
+ * process dies without a summary, makes the run fail and is named; each file's process is its own (its
+ * pid and environment are not another file's).
+ */
+
+import assert from "node:assert/strict";
+import { join } from "node:path";
+import { formatDuration, testSummary, totalsLine } from "../../scripts/test_summary.ts";
+import { ROOT } from "../helpers/commands.ts";
+
+Deno.test("testSummary reads deno test's counts, steps apart, and totalsLine writes them back", () => {
+  const line = "FAILED | 1 passed (1 step) | 2 failed (3 steps) | 1 ignored | 4 filtered out (32ms)";
+  const totals = testSummary(
+    `running 4 tests\n\x1b[31m${line.slice(0, 6)}\x1b[0m${line.slice(6)}\n\nerror: x`,
+  );
+  assert.deepEqual(totals, {
+    passed: 1,
+    passedSteps: 1,
+    failed: 2,
+    failedSteps: 3,
+    ignored: 1,
+    ignoredSteps: 0,
+    filtered: 4,
+  });
+  assert.equal(totalsLine(totals!, 32), line);
+  assert.equal(testSummary("ok | 774 passed (123 steps) | 0 failed (20m36s)")?.passedSteps, 123);
+  assert.equal(testSummary("no summary here"), null);
+  assert.deepEqual([formatDuration(340), formatDuration(12_400), formatDuration(303_000)], [
+    "340ms",
+    "12s",
+    "5m3s",
+  ]);
+});
+
+/** Writes test files into a new directory: name → source. */
+async function testDir(files: Record<string, string>): Promise<string> {
+  const dir = await Deno.makeTempDir({ prefix: "test-runner-" });
+  for (const [name, code] of Object.entries(files)) await Deno.writeTextFile(join(dir, name), code);
+  return dir;
+}
+
+/** `deno task test DIR …` as the task runs it; exit code and output. */
+async function runner(args: string[]) {
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: ["run", "--allow-run", "--allow-read", "--allow-env", join(ROOT, "scripts/test.ts"), ...args],
+    cwd: ROOT,
+    env: { NO_COLOR: "1", DENO_JOBS: "2" },
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  const text = new TextDecoder().decode(out.stdout) + new TextDecoder().decode(out.stderr);
+  return { code: out.code, text, last: text.trimEnd().split("\n").at(-1)! };
+}
+
+// Each file records its process's pid, sets a variable the other would see in a shared environment, and
+// waits (up to a minute) until the other file has started: two at a time, or neither ends well.
+const pairFile = (name: string, other: string, dir: string) => `
+const at = (n: string) => ${JSON.stringify(dir)} + "/" + n;
+Deno.test("${name} runs in its own process, beside ${other}", async () => {
+  if (Deno.env.get("SEEN_BY_ANOTHER")) throw new Error("another file's environment");
+  Deno.env.set("SEEN_BY_ANOTHER", "${name}");
+  Deno.writeTextFileSync(at("${name}.pid"), String(Deno.pid));
+  for (let i = 0; i < 600; i++) {
+    if (await Deno.stat(at("${other}.pid")).then(() => true, () => false)) return;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error("${other} did not start while ${name} ran");
+});
+Deno.test("${name} steps", async (t) => { await t.step("one", () => {}); });
+`;
+
+Deno.test("the runner runs two files at a time, each in a process of its own, and adds up their counts", async () => {
+  const dir = await testDir({});
+  await Deno.writeTextFile(join(dir, "a_test.ts"), pairFile("a", "b", dir));
+  await Deno.writeTextFile(join(dir, "b_test.ts"), pairFile("b", "a", dir));
+  await Deno.writeTextFile(join(dir, "skip_test.ts"), 'Deno.test({ name: "i", ignore: true, fn() {} });');
+  await Deno.writeTextFile(join(dir, "helper.ts"), "throw new Error('not a test file: never run');");
+  const r = await runner([dir]);
+  assert.equal(r.code, 0, r.text);
+  assert.match(r.last, /^ok \| 4 passed \(2 steps\) \| 0 failed \| 1 ignored \(\d+(ms|s)\)$/, r.text);
+  assert.match(r.text, /running 3 test files, 2 at a time/);
+  const pids = await Promise.all(["a", "b"].map((n) => Deno.readTextFile(join(dir, `${n}.pid`))));
+  assert.notEqual(pids[0], pids[1], "two files ran in one process");
+  await Deno.remove(dir, { recursive: true });
+});
+
+Deno.test("a failing file and one that dies without a summary fail the run and are named", async () => {
+  const dir = await testDir({
+    "fails_test.ts": 'Deno.test("ok", () => {});\nDeno.test("bad", () => { throw new Error("boom"); });',
+    "dies_test.ts":
+      'Deno.test("never ends", async () => { await new Promise(() => Deno.kill(Deno.pid, "SIGKILL")); });',
+    "fine_test.ts": 'Deno.test("fine", () => {});',
+  });
+  const r = await runner([dir, "--filter=/^(ok|bad|never ends)$/"]);
+  assert.equal(r.code, 1, r.text);
+  assert.match(r.last, /^FAILED \| 1 passed \| 2 failed \| 1 filtered out \(/, r.text);
+  assert.match(r.text, /dies_test\.ts: deno test exited 137 without a failed test in its summary/);
+  assert.match(r.text, /files with failures:\n {2}\S*dies_test\.ts\n {2}\S*fails_test\.ts\n/);
+  await Deno.remove(dir, { recursive: true });
+});
+
+Deno.test("a file that does not type-check fails the run before any test runs", async () => {
+  const dir = await testDir({
+    "typed_test.ts": 'const n: number = "text";\nDeno.test("x", () => { Deno.exit(9); });\nexport { n };',
+  });
+  const r = await runner([dir]);
+  assert.equal(r.code, 1, r.text);
+  assert.match(r.text, /TS2322/);
+  assert.match(r.last, /^FAILED \| 0 passed \| 1 failed \(/);
+  await Deno.remove(dir, { recursive: true });
+});
