@@ -24,8 +24,9 @@ import { testSummary, type TestTotals, totalsLine } from "./test_summary.ts";
 const ROOT = new URL("..", import.meta.url).pathname;
 
 /**
- * Files that take the longest (about 1–5 minutes each on 2 cores) start first, so that no long one is
- * left running alone at the end. Only the order depends on this list; a stale entry costs a little time.
+ * Files that take the longest (half a minute to five minutes each on 2 cores) start first, so that no
+ * long one is left running alone at the end. Only the order depends on this list; a stale entry costs a
+ * little time.
  */
 const SLOW_FIRST = [
   "tests/repo/readme_examples_test.ts",
@@ -65,15 +66,34 @@ async function exists(path: string): Promise<boolean> {
   return await Deno.stat(path).then(() => true, () => false);
 }
 
+/** The `deno` processes running now, stopped with the runner (a SIGTERM to it alone would orphan them). */
+const running = new Set<Deno.ChildProcess>();
+
+/** On SIGTERM or SIGINT: the running `deno` processes are stopped, then the runner exits (143, 130). */
+function stopChildrenOnSignals(): void {
+  for (const signal of ["SIGTERM", "SIGINT"] as const) {
+    Deno.addSignalListener(signal, () => {
+      for (const child of running) child.kill("SIGTERM");
+      Deno.exit(signal === "SIGTERM" ? 143 : 130);
+    });
+  }
+}
+
 /** One `deno` command's exit code and its stdout and stderr together, in the order written. */
 async function denoOutput(args: string[]): Promise<{ code: number; text: string }> {
-  const out = await new Deno.Command("sh", {
+  const child = new Deno.Command("sh", {
     args: ["-c", 'exec "$0" "$@" 2>&1', Deno.execPath(), ...args],
     cwd: ROOT,
     stdout: "piped",
     stderr: "inherit",
-  }).output();
-  return { code: out.code, text: new TextDecoder().decode(out.stdout) };
+  }).spawn();
+  running.add(child);
+  try {
+    const out = await child.output();
+    return { code: out.code, text: new TextDecoder().decode(out.stdout) };
+  } finally {
+    running.delete(child);
+  }
 }
 
 /** Runs one test file; prints its output; returns its counts (a file with no summary counts as failed). */
@@ -113,6 +133,7 @@ function jobCount(): number {
 
 async function main(args: string[]): Promise<number> {
   const started = performance.now();
+  stopChildrenOnSignals();
   const paths: string[] = [];
   const passThrough: string[] = [];
   for (const arg of args) await exists(arg) ? paths.push(resolve(arg)) : passThrough.push(arg);

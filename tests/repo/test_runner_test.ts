@@ -111,3 +111,36 @@ Deno.test("a file that does not type-check fails the run before any test runs", 
   assert.match(r.last, /^FAILED \| 0 passed \| 1 failed \(/);
   await Deno.remove(dir, { recursive: true });
 });
+
+Deno.test("SIGTERM to the runner stops the test processes it started", async () => {
+  const dir = await testDir({});
+  const pidAt = join(dir, "slow.pid");
+  await Deno.writeTextFile(
+    join(dir, "slow_test.ts"),
+    `Deno.test("slow", async () => {
+  Deno.writeTextFileSync(${JSON.stringify(pidAt)}, String(Deno.pid));
+  await new Promise((r) => setTimeout(r, 600_000));
+});`,
+  );
+  const child = new Deno.Command(Deno.execPath(), {
+    args: ["run", "--allow-run", "--allow-read", "--allow-env", join(ROOT, "scripts/test.ts"), dir],
+    cwd: ROOT,
+    stdout: "null",
+    stderr: "null",
+  }).spawn();
+  let pid = "";
+  for (let i = 0; i < 1200 && !pid; i++) {
+    pid = await Deno.readTextFile(pidAt).catch(() => "");
+    if (!pid) await new Promise((r) => setTimeout(r, 50));
+  }
+  assert.ok(pid, "the test file started");
+  child.kill("SIGTERM");
+  assert.equal((await child.status).code, 143);
+  let alive = true;
+  for (let i = 0; i < 200 && alive; i++) {
+    alive = await Deno.stat(`/proc/${pid}`).then(() => true, () => false);
+    if (alive) await new Promise((r) => setTimeout(r, 50));
+  }
+  assert.ok(!alive, "the test process outlived the runner");
+  await Deno.remove(dir, { recursive: true });
+});
