@@ -19,6 +19,7 @@
  */
 
 import { join, relative, resolve } from "node:path";
+import { pathExists } from "../lib/fs/read.ts";
 import { testSummary, type TestTotals, totalsLine } from "./test_summary.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname;
@@ -60,10 +61,6 @@ function slowFirst(files: string[]): string[] {
     return i < 0 ? SLOW_FIRST.length : i;
   };
   return [...files].sort((a, b) => rank(a) - rank(b) || a.localeCompare(b));
-}
-
-async function exists(path: string): Promise<boolean> {
-  return await Deno.stat(path).then(() => true, () => false);
 }
 
 /** The `deno` processes running now, stopped with the runner (a SIGTERM to it alone would orphan them). */
@@ -136,7 +133,7 @@ async function main(args: string[]): Promise<number> {
   stopChildrenOnSignals();
   const paths: string[] = [];
   const passThrough: string[] = [];
-  for (const arg of args) await exists(arg) ? paths.push(resolve(arg)) : passThrough.push(arg);
+  for (const arg of args) await pathExists(arg) ? paths.push(resolve(arg)) : passThrough.push(arg);
   const files = slowFirst(
     (await Promise.all((paths.length ? paths : [join(ROOT, "tests")]).map(testFiles))).flat(),
   );

@@ -58,7 +58,7 @@ async function runner(args: string[]) {
 // waits (up to a minute) until the other file has started: two at a time, or neither ends well.
 const pairFile = (name: string, other: string, dir: string) => `
 const at = (n: string) => ${JSON.stringify(dir)} + "/" + n;
-Deno.test("${name} runs in its own process, beside ${other}", async () => {
+Deno.test("pair file ${name} runs in its own process, beside ${other}", async () => {
   if (Deno.env.get("SEEN_BY_ANOTHER")) throw new Error("another file's environment");
   Deno.env.set("SEEN_BY_ANOTHER", "${name}");
   Deno.writeTextFileSync(at("${name}.pid"), String(Deno.pid));
@@ -68,7 +68,7 @@ Deno.test("${name} runs in its own process, beside ${other}", async () => {
   }
   throw new Error("${other} did not start while ${name} ran");
 });
-Deno.test("${name} steps", async (t) => { await t.step("one", () => {}); });
+Deno.test("pair file ${name} steps", async (t) => { await t.step("one", () => {}); });
 `;
 
 Deno.test("the runner runs two files at a time, each in a process of its own, and adds up their counts", async () => {
