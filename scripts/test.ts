@@ -133,7 +133,11 @@ async function main(args: string[]): Promise<number> {
   stopChildrenOnSignals();
   const paths: string[] = [];
   const passThrough: string[] = [];
-  for (const arg of args) await pathExists(arg) ? paths.push(resolve(arg)) : passThrough.push(arg);
+  const cwd = Deno.env.get("INIT_CWD") ?? Deno.cwd(); // deno task runs us in the repository's root
+  for (const arg of args) {
+    const path = resolve(cwd, arg);
+    await pathExists(path) ? paths.push(path) : passThrough.push(arg);
+  }
   const files = slowFirst(
     (await Promise.all((paths.length ? paths : [join(ROOT, "tests")]).map(testFiles))).flat(),
   );
