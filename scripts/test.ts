@@ -19,6 +19,7 @@
  */
 
 import { join, relative, resolve } from "node:path";
+import { UserError } from "../lib/errors.ts";
 import { pathExists } from "../lib/fs/read.ts";
 import { testSummary, type TestTotals, totalsLine } from "./test_summary.ts";
 
@@ -123,13 +124,22 @@ async function runAll(files: string[], jobs: number, passThrough: string[]) {
   return { totals, failedFiles };
 }
 
+/** DENO_JOBS, or the CPU count; a one-line UserError where DENO_JOBS is not a positive whole number. */
 function jobCount(): number {
-  const jobs = Number(Deno.env.get("DENO_JOBS") ?? navigator.hardwareConcurrency);
-  return Number.isInteger(jobs) && jobs > 0 ? jobs : 1;
+  const set = Deno.env.get("DENO_JOBS");
+  if (set === undefined) return navigator.hardwareConcurrency;
+  const jobs = Number(set);
+  if (Number.isInteger(jobs) && jobs > 0) return jobs;
+  throw new UserError("DENO_JOBS", {
+    value: set,
+    why: "it says how many test files run at a time, a whole number from 1",
+    fix: "set DENO_JOBS=2, say, or unset it for one per CPU",
+  });
 }
 
 async function main(args: string[]): Promise<number> {
   const started = performance.now();
+  const jobs = jobCount();
   stopChildrenOnSignals();
   const paths: string[] = [];
   const passThrough: string[] = [];
@@ -141,15 +151,21 @@ async function main(args: string[]): Promise<number> {
   const files = slowFirst(
     (await Promise.all((paths.length ? paths : [join(ROOT, "tests")]).map(testFiles))).flat(),
   );
-  if (files.length === 0) throw new Error(`no test files in ${paths.join(", ")}`);
+  if (files.length === 0) {
+    throw new UserError("deno task test", {
+      value: paths.join(" "),
+      why: "no test files there (names ending in _test.ts, .test.ts, or test.ts)",
+      fix: "name a test file or a directory that holds some",
+    });
+  }
   const check = await denoOutput(["check", ...files]);
   if (check.code !== 0) {
     console.log(check.text.trimEnd());
     console.log(totalsLine({ ...emptyTotals(), failed: 1 }, performance.now() - started));
     return 1;
   }
-  const jobs = jobCount();
-  console.log(`running ${files.length} test files, ${jobs} at a time, each in its own process`);
+  const files_ = files.length === 1 ? "1 test file" : `${files.length} test files`;
+  console.log(`running ${files_}, ${Math.min(jobs, files.length)} at a time, each in its own process`);
   const { totals, failedFiles } = await runAll(files, jobs, passThrough);
   if (failedFiles.length) {
     console.log(`\nfiles with failures:\n${failedFiles.sort().map((f) => `  ${f}`).join("\n")}`);
@@ -158,4 +174,12 @@ async function main(args: string[]): Promise<number> {
   return totals.failed > 0 ? 1 : 0;
 }
 
-if (import.meta.main) Deno.exit(await main(Deno.args));
+if (import.meta.main) {
+  try {
+    Deno.exit(await main(Deno.args));
+  } catch (error) {
+    if (!(error instanceof UserError)) throw error;
+    console.error(`error: ${error.message}`);
+    Deno.exit(2);
+  }
+}

@@ -42,11 +42,11 @@ async function testDir(files: Record<string, string>): Promise<string> {
 }
 
 /** `deno task test DIR …` as the task runs it; exit code and output. */
-async function runner(args: string[]) {
+async function runner(args: string[], jobs = "2") {
   const out = await new Deno.Command(Deno.execPath(), {
     args: ["run", "--allow-run", "--allow-read", "--allow-env", join(ROOT, "scripts/test.ts"), ...args],
     cwd: ROOT,
-    env: { NO_COLOR: "1", DENO_JOBS: "2" },
+    env: { NO_COLOR: "1", DENO_JOBS: jobs },
     stdout: "piped",
     stderr: "piped",
   }).output();
@@ -142,5 +142,25 @@ Deno.test("SIGTERM to the runner stops the test processes it started", async () 
     if (alive) await new Promise((r) => setTimeout(r, 50));
   }
   assert.ok(!alive, "the test process outlived the runner");
+  await Deno.remove(dir, { recursive: true });
+});
+
+Deno.test("a bad DENO_JOBS or a path without test files is one line and exit 2, before any check", async () => {
+  const dir = await testDir({ "a_test.ts": 'Deno.test("a", () => {});' });
+  for (const jobs of ["0", "two", "1.5"]) {
+    const r = await runner([dir], jobs);
+    assert.equal(r.code, 2, r.text);
+    assert.equal(
+      r.text.trim(),
+      `error: DENO_JOBS (got "${jobs}"): it says how many test files run at a time, a whole number from 1. Fix: set DENO_JOBS=2, say, or unset it for one per CPU`,
+    );
+  }
+  await Deno.remove(join(dir, "a_test.ts"));
+  const none = await runner([dir]);
+  assert.equal(none.code, 2, none.text);
+  assert.match(
+    none.text.trim(),
+    /^error: deno task test \(got ".*"\): no test files there .*\. Fix: [^\n]*$/,
+  );
   await Deno.remove(dir, { recursive: true });
 });
