@@ -44,18 +44,21 @@ function testNames(source: string): string[] {
 
 /**
  * Whether `cited` is the start of a name: for a template name, of the name with any text for each
- * `${…}` (a doc shortens a name anywhere, so every cut of the template is tried).
+ * `${…}` (a doc shortens a name anywhere, so every cut of the template is tried, except a cut right after
+ * a leading `${…}`: that would match any citation at all).
  */
 function startsName(cited: string, name: string): boolean {
   const parts = name.split(/(\$\{[^}]*\})/);
   const escape = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
   let before = "";
+  let literal = false; // some literal text of the name is in `before`
   for (const part of parts) {
     if (part.startsWith("${")) {
       before += ".+?";
-      if (new RegExp(`^${before}$`).test(cited)) return true;
+      if (literal && new RegExp(`^${before}$`).test(cited)) return true;
       continue;
     }
+    literal ||= part.length > 0;
     for (let i = 1; i <= part.length; i++) {
       if (new RegExp(`^${before}${escape(part.slice(0, i))}$`).test(cited)) return true;
     }
