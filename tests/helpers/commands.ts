@@ -61,11 +61,15 @@ export function denoRunArgs(script: string): string[] {
   return ["run", ...(taskFlags(script) ?? ["-A"]), "--quiet", join(ROOT, script)];
 }
 
-/** The flags between `deno run` and `script` in the deno.json task that runs it, or null when none does. */
+/**
+ * The flags between `deno run` and `script` in the deno.json task that runs it (after any `NAME=value` the
+ * task sets first), or null when none does.
+ */
 export function taskFlags(script: string): string[] | null {
   const tasks: Record<string, string> = JSON.parse(Deno.readTextFileSync(join(ROOT, "deno.json"))).tasks;
   for (const line of Object.values(tasks)) {
     const words = line.trim().split(/\s+/);
+    while (/^\w+=/.test(words[0] ?? "")) words.shift(); // NAME=value before the command
     if (words[0] === "deno" && words[1] === "run" && words.at(-1) === script) return words.slice(2, -1);
   }
   return null;

@@ -8,7 +8,7 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { formatDuration, testSummary, totalsLine } from "../../scripts/test_summary.ts";
-import { ROOT } from "../helpers/commands.ts";
+import { denoRunArgs, ROOT } from "../helpers/commands.ts";
 
 Deno.test("testSummary reads deno test's counts, steps apart, and totalsLine writes them back", () => {
   const line = "FAILED | 1 passed (1 step) | 2 failed (3 steps) | 1 ignored | 4 filtered out (32ms)";
@@ -44,7 +44,7 @@ async function testDir(files: Record<string, string>): Promise<string> {
 /** `deno task test DIR …` as the task runs it; exit code and output. */
 async function runner(args: string[], jobs = "2") {
   const out = await new Deno.Command(Deno.execPath(), {
-    args: ["run", "--allow-run", "--allow-read", "--allow-env", join(ROOT, "scripts/test.ts"), ...args],
+    args: [...denoRunArgs("scripts/test.ts"), ...args], // the task's own permissions
     cwd: ROOT,
     env: { NO_COLOR: "1", DENO_JOBS: jobs },
     stdout: "piped",
@@ -123,7 +123,7 @@ Deno.test("SIGTERM to the runner stops the test processes it started", async () 
 });`,
   );
   const child = new Deno.Command(Deno.execPath(), {
-    args: ["run", "--allow-run", "--allow-read", "--allow-env", join(ROOT, "scripts/test.ts"), dir],
+    args: [...denoRunArgs("scripts/test.ts"), dir],
     cwd: ROOT,
     stdout: "null",
     stderr: "null",
