@@ -21,7 +21,7 @@
 import { join, relative, resolve } from "node:path";
 import { UserError } from "../lib/errors.ts";
 import { pathExists } from "../lib/fs/read.ts";
-import { testSummary, type TestTotals, totalsLine } from "./test_summary.ts";
+import { noTests, testSummary, type TestTotals, totalsLine } from "./test_summary.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname;
 
@@ -101,16 +101,12 @@ async function runFile(file: string, passThrough: string[]): Promise<TestTotals>
   const totals = testSummary(text);
   if (totals && (code === 0 || totals.failed > 0)) return totals;
   console.log(`${relative(ROOT, file)}: deno test exited ${code} without a failed test in its summary`);
-  return { ...(totals ?? emptyTotals()), failed: (totals?.failed ?? 0) + 1 };
-}
-
-function emptyTotals(): TestTotals {
-  return { passed: 0, passedSteps: 0, failed: 0, failedSteps: 0, ignored: 0, ignoredSteps: 0, filtered: 0 };
+  return { ...(totals ?? noTests()), failed: (totals?.failed ?? 0) + 1 };
 }
 
 /** Runs `files`, `jobs` at a time, in their order; the failed files and the counts added up. */
 async function runAll(files: string[], jobs: number, passThrough: string[]) {
-  const totals = emptyTotals();
+  const totals = noTests();
   const failedFiles: string[] = [];
   const queue = [...files];
   const worker = async () => {
@@ -161,11 +157,11 @@ async function main(args: string[]): Promise<number> {
   const check = await denoOutput(["check", ...files]);
   if (check.code !== 0) {
     console.log(check.text.trimEnd());
-    console.log(totalsLine({ ...emptyTotals(), failed: 1 }, performance.now() - started));
+    console.log(totalsLine({ ...noTests(), failed: 1 }, performance.now() - started));
     return 1;
   }
-  const files_ = files.length === 1 ? "1 test file" : `${files.length} test files`;
-  console.log(`running ${files_}, ${Math.min(jobs, files.length)} at a time, each in its own process`);
+  const count = files.length === 1 ? "1 test file" : `${files.length} test files`;
+  console.log(`running ${count}, ${Math.min(jobs, files.length)} at a time, each in its own process`);
   const { totals, failedFiles } = await runAll(files, jobs, passThrough);
   if (failedFiles.length) {
     console.log(`\nfiles with failures:\n${failedFiles.sort().map((f) => `  ${f}`).join("\n")}`);

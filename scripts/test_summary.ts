@@ -16,6 +16,11 @@ export interface TestTotals {
   filtered: number;
 }
 
+/** Counts of nothing run, to add to. */
+export function noTests(): TestTotals {
+  return { passed: 0, passedSteps: 0, failed: 0, failedSteps: 0, ignored: 0, ignoredSteps: 0, filtered: 0 };
+}
+
 const SUMMARY = /^(ok|FAILED) \| \d+ passed/;
 
 /** The counts of the last summary line in `text` (colours removed); null when it has none. */
