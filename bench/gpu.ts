@@ -138,7 +138,7 @@ export function gpuTables(
     "",
     ...trainTable(name, r.ours.train, peer?.train, peak),
     "",
-    ...decodeTable(r.ours.decode, peer?.decode),
+    ...decodeTable(r.ours.decode, r.ours.decode_captured, peer?.decode),
     "",
     ...profileTable(r.ours.profile),
     "",
@@ -207,18 +207,33 @@ function passCell(t: { logprobs_pass_seconds?: number; forward_alone?: boolean }
   return t.forward_alone === false ? `${s} (whole)` : s;
 }
 
-/** One row per decode batch. */
-function decodeTable(ours: any[], peer: any[] | undefined): string[] {
+/**
+ * One row per decode batch: ours as the policy decodes by default, under graph capture where measured
+ * (WebGPU; null elsewhere, and "–" in records from before it was), and PyTorch's.
+ */
+function decodeTable(
+  ours: any[],
+  captured: any[] | { error: string } | null | undefined,
+  peer: any[] | undefined,
+) {
+  const capturedRows = Array.isArray(captured) ? captured : [];
+  const failed = captured && !Array.isArray(captured)
+    ? [`graph-captured decode failed: ${captured.error}`, ""]
+    : [];
   return [
-    "| decode batch | tok/s | TFLOP/s (2N) | PyTorch `generate` tok/s | ratio |",
-    "| ---: | ---: | ---: | ---: | ---: |",
+    ...failed,
+    "| decode batch | tok/s | TFLOP/s (2N) | graph-captured tok/s | captured / not | PyTorch `generate` tok/s | ratio |",
+    "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ...ours.map((d) => {
       const p = peer?.find((x) => x.batch === d.batch);
+      const c = capturedRows.find((x) => x.batch === d.batch);
       const tokPerS = d.decode_tok_per_s;
       return line([
         d.batch,
         f(tokPerS),
         f(d.decode_tflops_2n, 3),
+        f(c?.decode_tok_per_s),
+        ratio(c?.decode_tok_per_s, tokPerS),
         f(p?.decode_tok_per_s),
         ratio(tokPerS, p?.decode_tok_per_s),
       ]);

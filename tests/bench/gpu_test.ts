@@ -3,7 +3,8 @@
  * end to end — our train step at two sizes and decode at the configured batches on the provider, the
  * PyTorch peer (reported unavailable where torch, transformers or peft are missing), the device's name, the
  * Markdown tables, and the diagnosis read from onnxruntime's profile (kernels of one decode step and one
- * train micro-batch run, in the table and the JSON), and each Linear's GEMM forms timed (bench/gemm_forms.ts).
+ * train micro-batch run, in the table and the JSON), decode again under graph capture (WebGPU's
+ * `model.webgpu.graph_capture`) beside it, and each Linear's GEMM forms timed (bench/gemm_forms.ts).
  * Runs where WebGPU starts, like
  * tests/engine/webgpu_test.ts; its output goes to a temporary --out folder. The defaults (train at 512 and
  * 8,192 tokens, decode up to batch 64) are checked against the configuration, not run here.
@@ -34,7 +35,7 @@ function rows(md: string, first: RegExp): string[][] {
 const positiveInteger = (x: unknown) => typeof x === "number" && Number.isInteger(x) && x > 0;
 
 webgpuTest(
-  "deno task bench --only gpu runs at a tiny size: a train row per size, a decode row per batch, and kernels from the profile",
+  "deno task bench --only gpu runs at a tiny size: a train row per size, a decode row per batch (graph-captured beside it), and kernels from the profile",
   async () => {
     const out = await Deno.makeTempDir({ prefix: "bench-gpu-" });
     const r = await command("bench/bench.ts", [
@@ -63,6 +64,10 @@ webgpuTest(
     const decode = rows(r.stdout, /^\d+$/);
     assert.deepEqual(decode.map((c) => Number(c[0])), BATCHES, `a decode row per batch:\n${r.stdout}`);
     assert.ok(decode.every((c) => Number(c[1]) > 0), "decode tokens/s");
+    assert.ok(
+      decode.every((c) => Number(c[3]) > 0 && /^\d+\.\d+×$/.test(c[4])),
+      `decode under graph capture beside it, and the quotient:\n${r.stdout}`,
+    );
     assert.match(r.stdout, /PyTorch: (torch \S+, transformers|unavailable \()/);
 
     const profiled = rows(r.stdout, /^(decode step|train micro-batch)/);
@@ -95,6 +100,11 @@ webgpuTest(
     const json = files.find((f) => /^results-.*\.json$/.test(f));
     assert.ok(json && files.includes(json.replace(/\.json$/, ".md")), files.join());
     const { ours } = JSON.parse(await Deno.readTextFile(join(out, json)))["gpu:tiny"];
+    assert.deepEqual(
+      ours.decode_captured.map((d: { batch: number }) => d.batch),
+      BATCHES,
+      `graph-captured decode, a row per batch: ${JSON.stringify(ours.decode_captured)}`,
+    );
     assert.ok(
       ours.train.every((t: { forward_alone: boolean }) => t.forward_alone),
       "WebGPU's pass: the forward alone",

@@ -74,7 +74,7 @@ const webgpu = {
     default: false,
     doc: "run the policy's decode steps as a captured graph, replayed each step (onnxruntime's " +
       "enableGraphCapture, on a second session holding a second copy of the weights; " +
-      "lib/engine/captured_decode.ts); off until measured faster on a GPU",
+      "lib/engine/captured_decode.ts); off until measured faster on a GPU (deno task bench --only gpu measures both)",
   }),
   forward_session: bool({
     default: true,
