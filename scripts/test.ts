@@ -10,6 +10,13 @@
  * names end in `_test.ts`, `.test.ts` or are `test.ts`, like `deno test`); the others are passed to each
  * `deno test`.
  *
+ * A file still running after `DENO_TEST_TIMEOUT` seconds (default 900; the slowest takes about 350 beside
+ * another on 2 cores, so a slow machine does not fail for time) is stopped with every process it started,
+ * its output so far is printed, and it counts as failed: a test that hangs names itself and the run still
+ * ends with its summary, where its output would otherwise never be printed. A SIGTERM or SIGINT to the
+ * runner stops the running files the same way and prints what they wrote (a CI job stopped for time shows
+ * where it was), then exits.
+ *
  * Why not `deno test --parallel`: it runs the files as workers of one process, which share the process's
  * environment, working directory, pid and native libraries; there two files using onnxruntime at once
  * crashed the process (SIGSEGV), and tests that look at their own process (its children, its memory, the
@@ -64,21 +71,77 @@ function slowFirst(files: string[]): string[] {
   return [...files].sort((a, b) => rank(a) - rank(b) || a.localeCompare(b));
 }
 
+/** Seconds a test file may run by default (`DENO_TEST_TIMEOUT`). */
+const FILE_TIMEOUT_S = 900;
+
 /** The `deno` processes running now, stopped with the runner (a SIGTERM to it alone would orphan them). */
 const running = new Set<Deno.ChildProcess>();
+/** The files running now, each settled once its output is printed. */
+const printing = new Set<Promise<TestTotals>>();
+/** Set by SIGTERM or SIGINT: no file starts after it. */
+let stopping = false;
+/** How long a SIGTERM or SIGINT waits for the stopped files' output before the runner exits. */
+const STOP_GRACE_MS = 3_000;
 
-/** On SIGTERM or SIGINT: the running `deno` processes are stopped, then the runner exits (143, 130). */
+/**
+ * `pid` and every process below it (Linux's /proc; `pid` alone elsewhere). The test processes stay in the
+ * runner's process group, so that a terminal's or a CI job's signal to the group still reaches them.
+ */
+async function processTree(pid: number): Promise<number[]> {
+  // Deno grants /proc to --allow-all only; a shell reads each process's stat line instead.
+  const script = 'for f in /proc/[0-9]*/stat; do read -r line < "$f" && printf "%s\\n" "$line"; done';
+  const out = await new Deno.Command("sh", { args: ["-c", script], stdout: "piped", stderr: "null" })
+    .output();
+  const children = new Map<number, number[]>();
+  for (const stat of new TextDecoder().decode(out.stdout).split("\n")) {
+    // "pid (comm) state ppid …": comm may hold spaces and parentheses, so read after the last ")".
+    const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+    if (ppid) children.set(ppid, [...(children.get(ppid) ?? []), parseInt(stat)]);
+  }
+  const tree = [pid];
+  for (let i = 0; i < tree.length; i++) tree.push(...(children.get(tree[i]) ?? []));
+  return tree;
+}
+
+/** Sends `signal` to each of `pids`; those that have ended are passed over. */
+function signalAll(pids: readonly number[], signal: Deno.Signal): void {
+  for (const pid of pids) {
+    try {
+      Deno.kill(pid, signal);
+    } catch {
+      // it has ended
+    }
+  }
+}
+
+/**
+ * On SIGTERM or SIGINT: no file starts, the running `deno` processes and theirs are sent SIGTERM, their
+ * output so far is printed (for up to STOP_GRACE_MS; then SIGKILL for what is left of them, found before
+ * the SIGTERM, as a child that outlives its parent is no longer below it), and the runner exits (143, 130).
+ */
 function stopChildrenOnSignals(): void {
   for (const signal of ["SIGTERM", "SIGINT"] as const) {
-    Deno.addSignalListener(signal, () => {
-      for (const child of running) child.kill("SIGTERM");
+    Deno.addSignalListener(signal, async () => {
+      stopping = true;
+      const printed = Promise.allSettled([...printing]);
+      const pids = (await Promise.all([...running].map((child) => processTree(child.pid)))).flat();
+      signalAll(pids, "SIGTERM");
+      await Promise.race([printed, new Promise((r) => setTimeout(r, STOP_GRACE_MS))]);
+      signalAll(pids, "SIGKILL");
       Deno.exit(signal === "SIGTERM" ? 143 : 130);
     });
   }
 }
 
-/** One `deno` command's exit code and its stdout and stderr together, in the order written. */
-async function denoOutput(args: string[]): Promise<{ code: number; text: string }> {
+/**
+ * One `deno` command's exit code and its stdout and stderr together, in the order written; killed with
+ * every process it started after `timeoutMs` (`timedOut` then true, and the output what it wrote until
+ * then: a hung test is past saving, and what it left running would hold the output pipe open).
+ */
+async function denoOutput(
+  args: string[],
+  timeoutMs = Infinity,
+): Promise<{ code: number; text: string; timedOut: boolean }> {
   const child = new Deno.Command("sh", {
     args: ["-c", 'exec "$0" "$@" 2>&1', Deno.execPath(), ...args],
     cwd: ROOT,
@@ -86,32 +149,59 @@ async function denoOutput(args: string[]): Promise<{ code: number; text: string 
     stderr: "inherit",
   }).spawn();
   running.add(child);
+  let timedOut = false;
+  const timer = Number.isFinite(timeoutMs)
+    ? setTimeout(() => {
+      timedOut = true;
+      processTree(child.pid).then((pids) => signalAll(pids, "SIGKILL"));
+    }, timeoutMs)
+    : undefined;
   try {
     const out = await child.output();
-    return { code: out.code, text: new TextDecoder().decode(out.stdout) };
+    return { code: out.code, text: new TextDecoder().decode(out.stdout), timedOut };
   } finally {
+    clearTimeout(timer);
     running.delete(child);
   }
 }
 
-/** Runs one test file; prints its output; returns its counts (a file with no summary counts as failed). */
-async function runFile(file: string, passThrough: string[]): Promise<TestTotals> {
-  const { code, text } = await denoOutput(["test", "--allow-all", "--no-check", ...passThrough, file]);
+/**
+ * Runs one test file, stopped after `timeoutS` seconds; prints its output; returns its counts (a file with
+ * no summary, or stopped, counts as failed).
+ */
+async function runFile(file: string, passThrough: string[], timeoutS: number): Promise<TestTotals> {
+  const { code, text, timedOut } = await denoOutput(
+    ["test", "--allow-all", "--no-check", ...passThrough, file],
+    timeoutS * 1000,
+  );
   console.log(text.trimEnd());
   const totals = testSummary(text);
+  if (stopping && !totals) {
+    console.log(`${relative(ROOT, file)}: stopped with the runner`);
+    return { ...noTests(), failed: 1 };
+  }
+  if (timedOut) {
+    console.log(
+      `${relative(ROOT, file)}: stopped after ${timeoutS} s, the most a test file may run ` +
+        "(DENO_TEST_TIMEOUT; raise it on a slower machine)",
+    );
+    return { ...(totals ?? noTests()), failed: (totals?.failed ?? 0) + 1 };
+  }
   if (totals && (code === 0 || totals.failed > 0)) return totals;
   console.log(`${relative(ROOT, file)}: deno test exited ${code} without a failed test in its summary`);
   return { ...(totals ?? noTests()), failed: (totals?.failed ?? 0) + 1 };
 }
 
 /** Runs `files`, `jobs` at a time, in their order; the failed files and the counts added up. */
-async function runAll(files: string[], jobs: number, passThrough: string[]) {
+async function runAll(files: string[], jobs: number, timeoutS: number, passThrough: string[]) {
   const totals = noTests();
   const failedFiles: string[] = [];
   const queue = [...files];
   const worker = async () => {
-    for (let file = queue.shift(); file; file = queue.shift()) {
-      const t = await runFile(file, passThrough);
+    for (let file = queue.shift(); file && !stopping; file = queue.shift()) {
+      const run = runFile(file, passThrough, timeoutS);
+      printing.add(run);
+      const t = await run.finally(() => printing.delete(run));
       for (const key of Object.keys(totals) as (keyof TestTotals)[]) totals[key] += t[key];
       if (t.failed > 0) failedFiles.push(relative(ROOT, file));
     }
@@ -133,9 +223,23 @@ function jobCount(): number {
   });
 }
 
+/** DENO_TEST_TIMEOUT, or FILE_TIMEOUT_S; a one-line UserError where it is not a positive number. */
+function fileTimeout(): number {
+  const set = Deno.env.get("DENO_TEST_TIMEOUT");
+  if (set === undefined) return FILE_TIMEOUT_S;
+  const seconds = Number(set);
+  if (set.trim() !== "" && Number.isFinite(seconds) && seconds > 0) return seconds;
+  throw new UserError("DENO_TEST_TIMEOUT", {
+    value: set,
+    why: "it says how many seconds a test file may run before it is stopped and counted as failed",
+    fix: `set DENO_TEST_TIMEOUT=1200, say, or unset it for ${FILE_TIMEOUT_S}`,
+  });
+}
+
 async function main(args: string[]): Promise<number> {
   const started = performance.now();
   const jobs = jobCount();
+  const timeoutS = fileTimeout();
   stopChildrenOnSignals();
   const paths: string[] = [];
   const passThrough: string[] = [];
@@ -162,7 +266,7 @@ async function main(args: string[]): Promise<number> {
   }
   const count = files.length === 1 ? "1 test file" : `${files.length} test files`;
   console.log(`running ${count}, ${Math.min(jobs, files.length)} at a time, each in its own process`);
-  const { totals, failedFiles } = await runAll(files, jobs, passThrough);
+  const { totals, failedFiles } = await runAll(files, jobs, timeoutS, passThrough);
   if (failedFiles.length) {
     console.log(`\nfiles with failures:\n${failedFiles.sort().map((f) => `  ${f}`).join("\n")}`);
   }

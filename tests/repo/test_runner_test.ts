@@ -41,17 +41,26 @@ async function testDir(files: Record<string, string>): Promise<string> {
   return dir;
 }
 
-/** `deno task test DIR …` as the task runs it; exit code and output. */
-async function runner(args: string[], jobs = "2") {
+/** `deno task test DIR …` as the task runs it (`env` added to its environment); exit code and output. */
+async function runner(args: string[], jobs = "2", env: Record<string, string> = {}) {
   const out = await new Deno.Command(Deno.execPath(), {
     args: [...denoRunArgs("scripts/test.ts"), ...args], // the task's own permissions
     cwd: ROOT,
-    env: { NO_COLOR: "1", DENO_JOBS: jobs },
+    env: { NO_COLOR: "1", DENO_JOBS: jobs, ...env },
     stdout: "piped",
     stderr: "piped",
   }).output();
   const text = new TextDecoder().decode(out.stdout) + new TextDecoder().decode(out.stderr);
   return { code: out.code, text, last: text.trimEnd().split("\n").at(-1)! };
+}
+
+/** Whether process `pid` is gone, waiting up to `ms` for it to go. */
+async function gone(pid: string, ms = 10_000): Promise<boolean> {
+  for (let waited = 0; waited < ms; waited += 50) {
+    if (!(await Deno.stat(`/proc/${pid}`).then(() => true, () => false))) return true;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return false;
 }
 
 // Each file records its process's pid, sets a variable the other would see in a shared environment, and
@@ -101,6 +110,33 @@ Deno.test("a failing file and one that dies without a summary fail the run and a
   await Deno.remove(dir, { recursive: true });
 });
 
+Deno.test("a file that hangs is killed after DENO_TEST_TIMEOUT with what it started, its output kept, and named", async () => {
+  const dir = await testDir({ "fine_test.ts": 'Deno.test("fine", () => {});' });
+  const sleepPid = join(dir, "sleep.pid");
+  await Deno.writeTextFile(
+    join(dir, "hangs_test.ts"),
+    `Deno.test("done before", () => {});
+Deno.test("hangs", async () => {
+  const sleeper = new Deno.Command("sleep", { args: ["600"] }).spawn();
+  Deno.writeTextFileSync(${JSON.stringify(sleepPid)}, String(sleeper.pid));
+  console.log("written before the hang");
+  await new Promise((r) => setTimeout(r, 600_000));
+});`,
+  );
+  const r = await runner([dir], "2", { DENO_TEST_TIMEOUT: "4" });
+  assert.equal(r.code, 1, r.text);
+  assert.match(r.text, /done before \.\.\. ok/, "the output before the hang is printed");
+  assert.match(r.text, /written before the hang/);
+  assert.match(r.text, /hangs_test\.ts: stopped after 4 s, the most a test file may run \(DENO_TEST_TIMEOUT/);
+  assert.match(r.text, /files with failures:\n {2}\S*hangs_test\.ts\n/);
+  assert.match(r.last, /^FAILED \| 1 passed \| 1 failed \(/, "the hung file counts as one failure");
+  assert.ok(
+    await gone(await Deno.readTextFile(sleepPid), 5_000),
+    "the process the hung test started outlived it",
+  );
+  await Deno.remove(dir, { recursive: true });
+});
+
 Deno.test("a file that does not type-check fails the run before any test runs", async () => {
   const dir = await testDir({
     "typed_test.ts": 'const n: number = "text";\nDeno.test("x", () => { Deno.exit(9); });\nexport { n };',
@@ -112,40 +148,69 @@ Deno.test("a file that does not type-check fails the run before any test runs", 
   await Deno.remove(dir, { recursive: true });
 });
 
-Deno.test("SIGTERM to the runner stops the test processes it started", async () => {
+Deno.test("SIGTERM to the runner stops the test processes it started, and theirs, and prints what they wrote", async () => {
   const dir = await testDir({});
-  const pidAt = join(dir, "slow.pid");
+  const at = (name: string) => join(dir, name);
   await Deno.writeTextFile(
-    join(dir, "slow_test.ts"),
+    at("slow_test.ts"),
     `Deno.test("slow", async () => {
-  Deno.writeTextFileSync(${JSON.stringify(pidAt)}, String(Deno.pid));
+  const sleeper = new Deno.Command("sleep", { args: ["600"] }).spawn();
+  Deno.writeTextFileSync(${JSON.stringify(at("sleep.pid"))}, String(sleeper.pid));
+  console.log("written before the stop");
+  Deno.writeTextFileSync(${JSON.stringify(at("slow.pid"))}, String(Deno.pid));
   await new Promise((r) => setTimeout(r, 600_000));
 });`,
+  );
+  // A file that ignores SIGTERM: it must not outlive the runner either, nor hold it up for long.
+  await Deno.writeTextFile(
+    at("stubborn_test.ts"),
+    `Deno.test("stubborn", async () => {
+  Deno.addSignalListener("SIGTERM", () => {});
+  Deno.writeTextFileSync(${JSON.stringify(at("stubborn.pid"))}, String(Deno.pid));
+  await new Promise((r) => setTimeout(r, 600_000));
+});`,
+  );
+  // Started only if the runner starts a file after the SIGTERM (here while it waits for the stubborn one).
+  await Deno.writeTextFile(
+    at("then_test.ts"),
+    `Deno.writeTextFileSync(${
+      JSON.stringify(at("then.started"))
+    }, "");\nDeno.test("never started", () => {});`,
   );
   const child = new Deno.Command(Deno.execPath(), {
     args: [...denoRunArgs("scripts/test.ts"), dir],
     cwd: ROOT,
-    stdout: "null",
+    env: { NO_COLOR: "1", DENO_JOBS: "2" },
+    stdout: "piped",
     stderr: "null",
   }).spawn();
-  let pid = "";
-  for (let i = 0; i < 1200 && !pid; i++) {
-    pid = await Deno.readTextFile(pidAt).catch(() => "");
-    if (!pid) await new Promise((r) => setTimeout(r, 50));
+  const pids: string[] = [];
+  for (const name of ["slow.pid", "stubborn.pid"]) {
+    let pid = "";
+    for (let i = 0; i < 1200 && !pid; i++) {
+      pid = await Deno.readTextFile(at(name)).catch(() => "");
+      if (!pid) await new Promise((r) => setTimeout(r, 50));
+    }
+    assert.ok(pid, `${name}: the test file started`);
+    pids.push(pid);
   }
-  assert.ok(pid, "the test file started");
   child.kill("SIGTERM");
-  assert.equal((await child.status).code, 143);
-  let alive = true;
-  for (let i = 0; i < 200 && alive; i++) {
-    alive = await Deno.stat(`/proc/${pid}`).then(() => true, () => false);
-    if (alive) await new Promise((r) => setTimeout(r, 50));
+  const out = await child.output();
+  const text = new TextDecoder().decode(out.stdout);
+  assert.equal(out.code, 143, text);
+  assert.match(text, /written before the stop\n[^]*slow_test\.ts: stopped with the runner\n/);
+  for (const pid of [...pids, await Deno.readTextFile(at("sleep.pid"))]) {
+    assert.ok(await gone(pid), `process ${pid} outlived the runner:\n${text}`);
   }
-  assert.ok(!alive, "the test process outlived the runner");
+  await new Promise((r) => setTimeout(r, 2_000)); // time for a file started by mistake to begin
+  assert.ok(
+    !(await Deno.stat(at("then.started")).then(() => true, () => false)),
+    "a file started after the SIGTERM",
+  );
   await Deno.remove(dir, { recursive: true });
 });
 
-Deno.test("a bad DENO_JOBS or a path without test files is one line and exit 2, before any check", async () => {
+Deno.test("a bad DENO_JOBS or DENO_TEST_TIMEOUT, or a path without test files, is one line and exit 2, before any check", async () => {
   const dir = await testDir({ "a_test.ts": 'Deno.test("a", () => {});' });
   for (const jobs of ["0", "two", "1.5"]) {
     const r = await runner([dir], jobs);
@@ -153,6 +218,14 @@ Deno.test("a bad DENO_JOBS or a path without test files is one line and exit 2, 
     assert.equal(
       r.text.trim(),
       `error: DENO_JOBS (got "${jobs}"): it says how many test files run at a time, a whole number from 1. Fix: set DENO_JOBS=2, say, or unset it for one per CPU`,
+    );
+  }
+  for (const timeout of ["0", "ten", "", "-5"]) {
+    const r = await runner([dir], "2", { DENO_TEST_TIMEOUT: timeout });
+    assert.equal(r.code, 2, r.text);
+    assert.equal(
+      r.text.trim(),
+      `error: DENO_TEST_TIMEOUT (got "${timeout}"): it says how many seconds a test file may run before it is stopped and counted as failed. Fix: set DENO_TEST_TIMEOUT=1200, say, or unset it for 900`,
     );
   }
   await Deno.remove(join(dir, "a_test.ts"));
