@@ -12,6 +12,7 @@
 
 import assert from "node:assert/strict";
 import { join } from "node:path";
+import { gpuTables } from "../../bench/gpu.ts";
 import { loadConfig } from "../../lib/config/mod.ts";
 import { command } from "../helpers/commands.ts";
 import { webgpuTest } from "../helpers/webgpu.ts";
@@ -24,6 +25,30 @@ Deno.test("bench.gpu_train_tokens and bench.gpu_batches default to 512 and 8,192
   assert.deepEqual(config.bench.gpu_train_tokens, [512, 8192]);
   assert.deepEqual(config.bench.gpu_batches, [1, 8, 32, 64]);
   assert.deepEqual(config.bench.batches, [1, 8, 32], "the CPU sections keep their own batches");
+});
+
+Deno.test("the decode table keeps its rows where graph capture failed or was not measured, and says which", () => {
+  const result = (decodeCaptured: unknown) => ({
+    device: { name: "GPU", peakTflops: null },
+    settings: { ep: "webgpu", compute: "float16" },
+    ours: {
+      params: 1000,
+      train: [],
+      decode: [{ batch: 1, decode_tok_per_s: 50, decode_tflops_2n: 0.001 }],
+      decode_captured: decodeCaptured,
+      profile: null,
+    },
+    peer: { error: "no torch" },
+  });
+  const decodeRow = (md: string) => rows(md, /^1$/)[0];
+  const failed = gpuTables("m", result({ error: "capture refused" })).join("\n");
+  assert.match(failed, /^graph-captured decode failed: capture refused$/m);
+  assert.deepEqual(decodeRow(failed).slice(0, 5), ["1", "50.0", "0.001", "–", "–"]);
+  const cuda = gpuTables("m", result(null)).join("\n");
+  assert.doesNotMatch(cuda, /failed/);
+  assert.deepEqual(decodeRow(cuda).slice(3, 5), ["–", "–"]);
+  const both = gpuTables("m", result([{ batch: 1, decode_tok_per_s: 75 }])).join("\n");
+  assert.deepEqual(decodeRow(both).slice(3, 5), ["75.0", "1.50×"]);
 });
 
 /** The Markdown rows of a table whose first cell matches `first`. */
