@@ -26,6 +26,7 @@
  */
 
 import { join, relative, resolve } from "node:path";
+import { parentFromStat } from "../lib/cli/proc_parent.ts";
 import { UserError } from "../lib/errors.ts";
 import { pathExists } from "../lib/fs/read.ts";
 import { noTests, testSummary, type TestTotals, totalsLine } from "./test_summary.ts";
@@ -94,8 +95,7 @@ async function processTree(pid: number): Promise<number[]> {
     .output();
   const children = new Map<number, number[]>();
   for (const stat of new TextDecoder().decode(out.stdout).split("\n")) {
-    // "pid (comm) state ppid …": comm may hold spaces and parentheses, so read after the last ")".
-    const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+    const ppid = parentFromStat(stat);
     if (ppid) children.set(ppid, [...(children.get(ppid) ?? []), parseInt(stat)]);
   }
   const tree = [pid];
