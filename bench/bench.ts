@@ -59,21 +59,15 @@ import { buildDemoModel } from "../lib/demo/model.ts";
 import { demoSettings } from "../lib/demo/settings.ts";
 import { loadTools, toolSpecs } from "../lib/tools/registry.ts";
 import { benchEpisodes, writeBatchJson } from "./train_bench.ts";
-import {
-  algorithmsTables,
-  engineTables,
-  loopTables,
-  machineLines,
-  trainTables,
-  weightsTables,
-} from "./report.ts";
-import { gpuSection, gpuTables } from "./gpu.ts";
-import { agentSeedsPlan, type DemoSeedsPlan, demoSeedsTable, runDemoSeeds } from "./demo_seeds.ts";
+import { machineLines } from "./report.ts";
+import { gpuSection } from "./gpu.ts";
+import { agentSeedsPlan, type DemoSeedsPlan, runDemoSeeds } from "./demo_seeds.ts";
+import { ResultsFiles } from "./results.ts";
 import { type BenchSection, parseOnly } from "./only.ts";
 import { ALGORITHMS, algorithmsSection, defaultTaskConfigs } from "./algorithms_bench.ts";
 import { UserError } from "../lib/errors.ts";
 import { beforeCommits, checkoutBefore } from "./checkout.ts";
-import { beforeAfterRounds, beforeAfterTables, type Round } from "./before_after.ts";
+import { beforeAfterRounds } from "./before_after.ts";
 
 const ROOT = resolve(new URL("..", import.meta.url).pathname);
 /** Where models, batches and results go: runs/bench, or `--out DIR`. */
@@ -394,6 +388,13 @@ if (import.meta.main) {
     settings: b,
   };
   results.machine = await machineLines();
+  const files = new ResultsFiles(OUT, started, results, {
+    models: b.models,
+    gpuModels: b.gpu_models,
+    before,
+    want,
+  });
+  await files.save();
   const perModel = want("engine") || want("train") || want("weights") || want("rollout");
   for (const name of perModel ? b.models : []) {
     const dir = await modelDir(name);
@@ -404,70 +405,36 @@ if (import.meta.main) {
       const last = rounds.at(-1)!;
       if (last.engine) results[`engine:${name}`] = { ours: last.engine.after, peer: last.engine.peer };
       if (last.train) results[`train:${name}`] = { ours: last.train.after, peer: last.train.peer };
+      await files.save();
     }
-    if (want("engine") && !before) results[`engine:${name}`] = await engineSection(name, dir, b);
-    if (want("train") && !before) results[`train:${name}`] = await trainSection(name, dir, b);
-    if (want("weights")) results[`weights:${name}`] = await weightsSection(name, dir, b);
-    if (want("rollout")) results[`rollout:${name}`] = await rolloutSection(name, dir, b);
+    if (want("engine") && !before) await files.record(`engine:${name}`, await engineSection(name, dir, b));
+    if (want("train") && !before) await files.record(`train:${name}`, await trainSection(name, dir, b));
+    if (want("weights")) await files.record(`weights:${name}`, await weightsSection(name, dir, b));
+    if (want("rollout")) await files.record(`rollout:${name}`, await rolloutSection(name, dir, b));
   }
-  if (want("loop")) results.loop = await loopSection(b, before);
+  if (want("loop")) await files.record("loop", await loopSection(b, before));
   if (want("algorithms")) {
-    results.algorithms = await algorithmsSection({ ...algorithms, root: join(OUT, "algorithms") });
+    await files.record(
+      "algorithms",
+      await algorithmsSection({ ...algorithms, root: join(OUT, "algorithms") }),
+    );
   }
-  if (want("demo_seeds")) results.demo_seeds = await runDemoSeeds(b.demo_config, b.demo_seeds, OUT);
-  if (agentSeeds) results.agent_seeds = await runDemoSeeds(agentSeeds.config, agentSeeds.seeds, OUT);
+  if (want("demo_seeds")) {
+    await files.record("demo_seeds", await runDemoSeeds(b.demo_config, b.demo_seeds, OUT));
+  }
+  if (agentSeeds) {
+    await files.record("agent_seeds", await runDemoSeeds(agentSeeds.config, agentSeeds.seeds, OUT));
+  }
   for (const name of want("gpu") ? b.gpu_models : []) {
-    results[`gpu:${name}`] = await gpuSection(name, await modelDir(name), b, {
-      runJson,
-      denoScript,
-      ROOT,
-      OUT,
-    });
+    const helpers = { runJson, denoScript, ROOT, OUT };
+    const part = (value: unknown) => files.record(`gpu:${name}`, value);
+    await part(await gpuSection(name, await modelDir(name), b, helpers, part));
   }
   if (want("score_mask")) {
     console.error("score + mask: 10,000 episodes x 2,000 tokens …");
-    results.score_mask = await denoScript("score_mask_bench.ts", ["--write"]);
+    await files.record("score_mask", await denoScript("score_mask_bench.ts", ["--write"]));
   }
-  const md = [
-    `## ${results.command} — ${started.toISOString().slice(0, 10)}`,
-    "",
-    ...(results.machine as string[]).map((l) => `- ${l}`),
-    "",
-    ...b.models.flatMap((name) => [
-      ...(results[`engine:${name}`] ? engineTables(name, results[`engine:${name}`] as never) : []),
-      ...(results[`train:${name}`] ? trainTables(name, results[`train:${name}`] as never) : []),
-      ...(results[`before_after:${name}`]
-        ? beforeAfterTables(name, before!, results[`before_after:${name}`] as Round[])
-        : []),
-      ...(results[`weights:${name}`] ? weightsTables(name, results[`weights:${name}`] as never) : []),
-    ]),
-    ...b.models.flatMap((name) =>
-      results[`rollout:${name}`]
-        ? [
-          "",
-          `Rollout vs raw generate, ${name} (bench/rollout_bench.ts): ${
-            JSON.stringify(results[`rollout:${name}`])
-          }`,
-        ]
-        : []
-    ),
-    ...(results.loop
-      ? loopTables(
-        (results.loop as never as { loop: never }).loop,
-        (results.loop as never as { peer: never }).peer,
-      )
-      : []),
-    ...(results.score_mask
-      ? ["", `Score + mask (bench/score_mask_bench.ts): ${JSON.stringify(results.score_mask)}`]
-      : []),
-    ...(results.algorithms ? ["", ...algorithmsTables(results.algorithms as never)] : []),
-    ...(results.demo_seeds ? ["", ...demoSeedsTable(results.demo_seeds as never)] : []),
-    ...(results.agent_seeds ? ["", ...demoSeedsTable(results.agent_seeds as never)] : []),
-    ...(want("gpu") ? b.gpu_models.flatMap((name) => gpuTables(name, results[`gpu:${name}`] as never)) : []),
-  ].join("\n");
-  const stamp = started.toISOString().replace(/[:.]/g, "-");
-  await Deno.writeTextFile(join(OUT, `results-${stamp}.json`), JSON.stringify(results, null, 2));
-  await Deno.writeTextFile(join(OUT, `results-${stamp}.md`), md + "\n");
+  const md = await files.save();
   console.log(md);
-  console.error(`wrote ${join(OUT, `results-${stamp}.md`)} and .json`);
+  console.error(`wrote ${files.md} and .json`);
 }

@@ -69,8 +69,20 @@ async function nvidiaName(): Promise<string> {
   }
 }
 
-/** Ours, then PyTorch's, on one model. */
-export async function gpuSection(name: string, dir: string, b: GpuSettings, h: Helpers) {
+/** What is not measured yet in a section `onPart` saves before its end. */
+const NOT_REACHED = { error: "not reached: the run stopped before it" };
+
+/**
+ * Ours, then PyTorch's, then the GEMM forms, on one model; `onPart` is given the section so far after
+ * each (the bench saves it, so a run stopped for time keeps what it measured).
+ */
+export async function gpuSection(
+  name: string,
+  dir: string,
+  b: GpuSettings,
+  h: Helpers,
+  onPart: (section: Record<string, unknown>) => Promise<void> = () => Promise.resolve(),
+) {
   const device = await gpuDevice(b);
   const batchPrefix = join(h.OUT, `gpu-batch-${name.replace(/[^\w.-]/g, "_")}`);
   console.error(`gpu (${b.gpu_ep}, ${b.gpu_compute}, ${device.name}): ${name} …`);
@@ -86,6 +98,9 @@ export async function gpuSection(name: string, dir: string, b: GpuSettings, h: H
     `--batch-prefix=${batchPrefix}`,
     ...(device.peakTflops ? [`--peak-tflops=${device.peakTflops}`] : []),
   ]);
+  const settings = { ep: b.gpu_ep, compute: b.gpu_compute };
+  const gemmPending = b.gpu_gemm_tokens.length === 0 ? null : NOT_REACHED;
+  await onPart({ device, settings, ours, peer: NOT_REACHED, gemm: gemmPending });
   console.error(`PyTorch (transformers + peft): ${name} …`);
   const peer = await h.runJson("python3", [
     join(h.ROOT, "bench", "peer_torch_gpu.py"),
@@ -97,8 +112,9 @@ export async function gpuSection(name: string, dir: string, b: GpuSettings, h: H
     `--decode=${b.decode_tokens}`,
     `--steps=${b.repeats}`,
   ]).catch((e) => ({ error: String(e) }));
-  const gemm = b.gpu_gemm_tokens.length === 0 ? null : await gemmForms(dir, b, h);
-  return { device, settings: { ep: b.gpu_ep, compute: b.gpu_compute }, ours, peer, gemm };
+  if (gemmPending) await onPart({ device, settings, ours, peer, gemm: gemmPending });
+  const gemm = gemmPending && await gemmForms(dir, b, h);
+  return { device, settings, ours, peer, gemm };
 }
 
 /** The model's matrix products in each GEMM form (bench/gemm_forms.ts), at `bench.gpu_gemm_tokens` rows. */
@@ -152,7 +168,7 @@ export function gpuTables(
  */
 export function gemmTable(gemm: any): string[] {
   if (!gemm) return [];
-  if (gemm.error) return [`GEMM forms failed: ${gemm.error}`, ""];
+  if (gemm.error) return [`GEMM forms not measured: ${gemm.error}`, ""];
   const timed = gemm.rows.some((r: any) => r.results.some((x: any) => x.gpuMs !== null)) ? "GPU" : "wall";
   return [
     `GEMM forms (bench/gemm_forms.ts; ${gemm.compute}, TFLOP/s from ${timed} time, median of ${gemm.repeats}): ` +

@@ -4,7 +4,8 @@
  * PyTorch peer (reported unavailable where torch, transformers or peft are missing), the device's name, the
  * Markdown tables, and the diagnosis read from onnxruntime's profile (kernels of one decode step and one
  * train micro-batch run, in the table and the JSON), decode again under graph capture (WebGPU's
- * `model.webgpu.graph_capture`) beside it, and each Linear's GEMM forms timed (bench/gemm_forms.ts).
+ * `model.webgpu.graph_capture`) beside it, and each Linear's GEMM forms timed (bench/gemm_forms.ts); the
+ * results files are saved after each part, so a run stopped for time keeps what it measured.
  * Runs where WebGPU starts, like
  * tests/engine/webgpu_test.ts; its output goes to a temporary --out folder. The defaults (train at 512 and
  * 8,192 tokens, decode up to batch 64) are checked against the configuration, not run here.
@@ -57,12 +58,38 @@ function rows(md: string, first: RegExp): string[][] {
     .filter((cells) => first.test(cells[0]));
 }
 
+/** The GPU section of a results file, as saved while the bench runs. */
+interface SavedGpu {
+  ours?: unknown;
+  peer?: { error?: string };
+  gemm?: { error?: string } | null;
+}
+
+/** Reads `out`'s results JSON every 50 ms until `stop()`, which returns each distinct GPU section seen. */
+function watchResults(out: string) {
+  const seen = new Map<string, SavedGpu>();
+  const timer = setInterval(() => {
+    for (const entry of Deno.readDirSync(out)) {
+      if (!/^results-.*\.json$/.test(entry.name)) continue;
+      const gpu = JSON.parse(Deno.readTextFileSync(join(out, entry.name)))["gpu:tiny"];
+      if (gpu) seen.set(JSON.stringify([!!gpu.ours, gpu.peer?.error, gpu.gemm?.error]), gpu);
+    }
+  }, 50);
+  return {
+    stop: () => {
+      clearInterval(timer);
+      return Promise.resolve([...seen.values()]);
+    },
+  };
+}
+
 const positiveInteger = (x: unknown) => typeof x === "number" && Number.isInteger(x) && x > 0;
 
 webgpuTest(
   "deno task bench --only gpu runs at a tiny size: a train row per size, a decode row per batch (graph-captured beside it), and kernels from the profile",
   async () => {
     const out = await Deno.makeTempDir({ prefix: "bench-gpu-" });
+    const seen = watchResults(out);
     const r = await command("bench/bench.ts", [
       "--only",
       "gpu",
@@ -77,7 +104,13 @@ webgpuTest(
       `--bench.gpu_train_tokens=[${TRAIN_TOKENS}]`,
       "--bench.gpu_gemm_tokens=[3]",
     ], { timeoutMs: 900_000 });
+    const partial = await seen.stop();
     assert.equal(r.code, 0, r.stderr);
+    assert.ok(
+      partial.some((g) => g.ours && g.peer?.error?.startsWith("not reached") && g.gemm?.error),
+      `the results were saved with ours measured, before the peer and the GEMM forms; saved states (ours, ` +
+        `peer, gemm): ${JSON.stringify(partial.map((g) => [!!g.ours, g.peer?.error, g.gemm?.error]))}`,
+    );
     assert.match(r.stdout, /### GPU, tiny: webgpu, float16, on \S/);
     const train = rows(r.stdout, /^tiny$/);
     assert.deepEqual(train.map((c) => Number(c[1])), TRAIN_TOKENS, `a train row per size:\n${r.stdout}`);
