@@ -123,11 +123,15 @@ Deno.test("hangs", async () => {
   await new Promise((r) => setTimeout(r, 600_000));
 });`,
   );
-  const r = await runner([dir], "2", { DENO_TEST_TIMEOUT: "4" });
+  // 15 s: time for the file to start and reach its hang on a loaded machine (its own work takes under 1 s).
+  const r = await runner([dir], "2", { DENO_TEST_TIMEOUT: "15" });
   assert.equal(r.code, 1, r.text);
   assert.match(r.text, /done before \.\.\. ok/, "the output before the hang is printed");
   assert.match(r.text, /written before the hang/);
-  assert.match(r.text, /hangs_test\.ts: stopped after 4 s, the most a test file may run \(DENO_TEST_TIMEOUT/);
+  assert.match(
+    r.text,
+    /hangs_test\.ts: stopped after 15 s, the most a test file may run \(DENO_TEST_TIMEOUT/,
+  );
   assert.match(r.text, /files with failures:\n {2}\S*hangs_test\.ts\n/);
   assert.match(r.last, /^FAILED \| 1 passed \| 1 failed \(/, "the hung file counts as one failure");
   assert.ok(
