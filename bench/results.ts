@@ -72,7 +72,7 @@ export class ResultsFiles {
 
   constructor(
     out: string,
-    started: Date,
+    readonly started: Date,
     readonly results: Record<string, unknown>,
     readonly plan: ResultsPlan,
   ) {
@@ -81,10 +81,14 @@ export class ResultsFiles {
     this.md = join(out, `results-${stamp}.md`);
   }
 
-  /** Sets `results[key]` and rewrites both files. */
+  /**
+   * Sets `results[key]` and rewrites both files; says on stderr how long after the start (on a machine
+   * lent for a time limit, the output's tail then tells where the time went).
+   */
   async record(key: string, value: unknown): Promise<void> {
     this.results[key] = value;
     await this.save();
+    console.error(`saved ${key} at ${Math.round((Date.now() - this.started.getTime()) / 1000)} s`);
   }
 
   /** Rewrites both files from the results so far; returns the Markdown. */

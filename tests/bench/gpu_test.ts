@@ -111,6 +111,7 @@ webgpuTest(
       `the results were saved with ours measured, before the peer and the GEMM forms; saved states (ours, ` +
         `peer, gemm): ${JSON.stringify(partial.map((g) => [!!g.ours, g.peer?.error, g.gemm?.error]))}`,
     );
+    assert.match(r.stderr, /^saved gpu:tiny at \d+ s$/m, "each save says when, on stderr");
     assert.match(r.stdout, /### GPU, tiny: webgpu, float16, on \S/);
     const train = rows(r.stdout, /^tiny$/);
     assert.deepEqual(train.map((c) => Number(c[1])), TRAIN_TOKENS, `a train row per size:\n${r.stdout}`);
