@@ -85,10 +85,11 @@ let stopping = false;
 const STOP_GRACE_MS = 3_000;
 
 /**
- * `pid` and every process below it (Linux's /proc; `pid` alone elsewhere). The test processes stay in the
- * runner's process group, so that a terminal's or a CI job's signal to the group still reaches them.
+ * `roots` and every process below them (Linux's /proc; the roots alone elsewhere), from one read of the
+ * process table. The test processes stay in the runner's process group, so that a terminal's or a CI job's
+ * signal to the group still reaches them.
  */
-async function processTree(pid: number): Promise<number[]> {
+async function processTrees(roots: readonly number[]): Promise<number[]> {
   // Deno grants /proc to --allow-all only; a shell reads each process's stat line instead.
   const script = 'for f in /proc/[0-9]*/stat; do read -r line < "$f" && printf "%s\\n" "$line"; done';
   const out = await new Deno.Command("sh", { args: ["-c", script], stdout: "piped", stderr: "null" })
@@ -98,7 +99,7 @@ async function processTree(pid: number): Promise<number[]> {
     const ppid = parentFromStat(stat);
     if (ppid) children.set(ppid, [...(children.get(ppid) ?? []), parseInt(stat)]);
   }
-  const tree = [pid];
+  const tree = [...roots];
   for (let i = 0; i < tree.length; i++) tree.push(...(children.get(tree[i]) ?? []));
   return tree;
 }
@@ -124,7 +125,7 @@ function stopChildrenOnSignals(): void {
     Deno.addSignalListener(signal, async () => {
       stopping = true;
       const printed = Promise.allSettled([...printing]);
-      const pids = (await Promise.all([...running].map((child) => processTree(child.pid)))).flat();
+      const pids = await processTrees([...running].map((child) => child.pid));
       signalAll(pids, "SIGTERM");
       await Promise.race([printed, new Promise((r) => setTimeout(r, STOP_GRACE_MS))]);
       signalAll(pids, "SIGKILL");
@@ -153,7 +154,7 @@ async function denoOutput(
   const timer = Number.isFinite(timeoutMs)
     ? setTimeout(() => {
       timedOut = true;
-      processTree(child.pid).then((pids) => signalAll(pids, "SIGKILL"));
+      processTrees([child.pid]).then((pids) => signalAll(pids, "SIGKILL"));
     }, timeoutMs)
     : undefined;
   try {
@@ -165,30 +166,31 @@ async function denoOutput(
   }
 }
 
+/** Why a file's run counts as one failure more than its summary says; null where the summary says it all. */
+function extraFailure(
+  run: { code: number; timedOut: boolean },
+  totals: TestTotals | null,
+  timeoutS: number,
+): string | null {
+  if (stopping && !totals) return "stopped with the runner";
+  if (run.timedOut) {
+    return `stopped after ${timeoutS} s, the most a test file may run (DENO_TEST_TIMEOUT; raise it on a slower machine)`;
+  }
+  if (totals && (run.code === 0 || totals.failed > 0)) return null;
+  return `deno test exited ${run.code} without a failed test in its summary`;
+}
+
 /**
  * Runs one test file, stopped after `timeoutS` seconds; prints its output; returns its counts (a file with
  * no summary, or stopped, counts as failed).
  */
 async function runFile(file: string, passThrough: string[], timeoutS: number): Promise<TestTotals> {
-  const { code, text, timedOut } = await denoOutput(
-    ["test", "--allow-all", "--no-check", ...passThrough, file],
-    timeoutS * 1000,
-  );
-  console.log(text.trimEnd());
-  const totals = testSummary(text);
-  if (stopping && !totals) {
-    console.log(`${relative(ROOT, file)}: stopped with the runner`);
-    return { ...noTests(), failed: 1 };
-  }
-  if (timedOut) {
-    console.log(
-      `${relative(ROOT, file)}: stopped after ${timeoutS} s, the most a test file may run ` +
-        "(DENO_TEST_TIMEOUT; raise it on a slower machine)",
-    );
-    return { ...(totals ?? noTests()), failed: (totals?.failed ?? 0) + 1 };
-  }
-  if (totals && (code === 0 || totals.failed > 0)) return totals;
-  console.log(`${relative(ROOT, file)}: deno test exited ${code} without a failed test in its summary`);
+  const run = await denoOutput(["test", "--allow-all", "--no-check", ...passThrough, file], timeoutS * 1000);
+  console.log(run.text.trimEnd());
+  const totals = testSummary(run.text);
+  const failure = extraFailure(run, totals, timeoutS);
+  if (!failure) return totals!;
+  console.log(`${relative(ROOT, file)}: ${failure}`);
   return { ...(totals ?? noTests()), failed: (totals?.failed ?? 0) + 1 };
 }
 
