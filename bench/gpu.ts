@@ -154,7 +154,11 @@ export function gpuTables(
     "",
     ...trainTable(name, r.ours.train, peer?.train, peak),
     "",
-    ...decodeTable(r.ours.decode, r.ours.decode_captured, peer?.decode),
+    ...decodeTable(
+      r.ours.decode,
+      { main: r.ours.decode_main_graph, captured: r.ours.decode_captured },
+      peer?.decode,
+    ),
     "",
     ...profileTable(r.ours.profile),
     "",
@@ -223,31 +227,39 @@ function passCell(t: { logprobs_pass_seconds?: number; forward_alone?: boolean }
   return t.forward_alone === false ? `${s} (whole)` : s;
 }
 
+/** Decode rows measured another way (WebGPU), null where not measured, `{ error }` where it failed. */
+type OtherDecode = any[] | { error: string } | null | undefined;
+
 /**
- * One row per decode batch: ours as the policy decodes by default, under graph capture where measured
- * (WebGPU; null elsewhere, and "–" in records from before it was), and PyTorch's.
+ * One row per decode batch: ours as the policy decodes by default; on WebGPU also with every step on the
+ * main graph (`model.webgpu.decode_graph` false) and under graph capture, where measured (null elsewhere,
+ * and "–" in records from before they were); and PyTorch's.
  */
 function decodeTable(
   ours: any[],
-  captured: any[] | { error: string } | null | undefined,
+  other: { main: OtherDecode; captured: OtherDecode },
   peer: any[] | undefined,
 ) {
-  const capturedRows = Array.isArray(captured) ? captured : [];
-  const failed = captured && !Array.isArray(captured)
-    ? [`graph-captured decode failed: ${captured.error}`, ""]
-    : [];
+  const rowsOf = (x: OtherDecode) => (Array.isArray(x) ? x : []);
+  const failure = (x: OtherDecode, what: string) =>
+    x && !Array.isArray(x) ? [`${what} decode failed: ${x.error}`, ""] : [];
   return [
-    ...failed,
-    "| decode batch | tok/s | TFLOP/s (2N) | graph-captured tok/s | captured / not | PyTorch `generate` tok/s | ratio |",
-    "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ...failure(other.main, "main-graph"),
+    ...failure(other.captured, "graph-captured"),
+    "| decode batch | tok/s | TFLOP/s (2N) | main-graph tok/s | default / main | graph-captured tok/s | " +
+    "captured / default | PyTorch `generate` tok/s | ratio |",
+    "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ...ours.map((d) => {
       const p = peer?.find((x) => x.batch === d.batch);
-      const c = capturedRows.find((x) => x.batch === d.batch);
+      const m = rowsOf(other.main).find((x) => x.batch === d.batch);
+      const c = rowsOf(other.captured).find((x) => x.batch === d.batch);
       const tokPerS = d.decode_tok_per_s;
       return line([
         d.batch,
         f(tokPerS),
         f(d.decode_tflops_2n, 3),
+        f(m?.decode_tok_per_s),
+        ratio(tokPerS, m?.decode_tok_per_s),
         f(c?.decode_tok_per_s),
         ratio(c?.decode_tok_per_s, tokPerS),
         f(p?.decode_tok_per_s),

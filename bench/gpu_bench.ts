@@ -12,11 +12,12 @@
  *
  * `--webgpu-options` sets onnxruntime's WebGPU provider options (lib/ort/webgpu_options.ts) over the
  * project's defaults (`WEBGPU_DEFAULTS`, what `model.webgpu` defaults to), for every session of the run.
- * On WebGPU the decode rows are measured twice, as the policy runs them by default and under graph capture
- * (`model.webgpu.graph_capture`, lib/engine/captured_decode.ts; `decode_captured`), so that one run says
- * whether capture is faster on the GPU at hand (its default stays off until it is measured so). Each timed
- * generation decodes one token on a new batch first (the capture, where capturing), then `--decode` tokens
- * timed.
+ * On WebGPU the decode rows are measured three times: as the policy runs them by default (plain steps on
+ * the If-free decode graph, lib/engine/decode_session.ts), with every step on the main graph
+ * (`model.webgpu.decode_graph` false; `decode_main_graph`) and under graph capture
+ * (`model.webgpu.graph_capture`; `decode_captured`), so that one run says which is faster on the GPU at
+ * hand (capture stays off by default until it is measured so). Each timed generation decodes one token on
+ * a new batch first (the capture, where capturing), then `--decode` tokens timed.
  *
  * FLOPs are counted as the CPU benchmarks count them: 4 × parameters per trained token (forward and the
  * backward to the activations; the frozen weights get no gradient), 2 × parameters per decoded token.
@@ -165,27 +166,33 @@ async function generateOnce(policy: LocalPolicy, prompts: number[][], o: GpuBenc
   }
 }
 
+/** How the policy runs its plain decode steps (WebGPU's `model.webgpu` keys; absent: the defaults). */
+interface DecodeMode {
+  decodeGraph?: boolean;
+  graphCapture?: boolean;
+}
+
 function openPolicy(
   dir: string,
   o: GpuBenchOptions,
   maxSequences: number,
-  graphCapture = false,
+  mode: DecodeMode = {},
 ): Promise<LocalPolicy> {
   return LocalPolicy.load(dir, {
     ep: o.ep,
     providerOptions: o.providerOptions,
     compute: o.compute,
     maxSequences,
-    graphCapture,
+    ...mode,
   });
 }
 
 /**
- * Decode tokens/s at each batch size (prefill excluded), sampling at temperature 1; with `graphCapture`
- * each decode step is a replay of a captured graph.
+ * Decode tokens/s at each batch size (prefill excluded), sampling at temperature 1, with the decode steps
+ * run as `mode` says (under graph capture each is a replay of a captured graph).
  */
-async function decode(dir: string, o: GpuBenchOptions, graphCapture = false) {
-  const policy = await openPolicy(dir, o, Math.max(...o.batches), graphCapture);
+async function decode(dir: string, o: GpuBenchOptions, mode: DecodeMode = {}) {
+  const policy = await openPolicy(dir, o, Math.max(...o.batches), mode);
   const params = totalParams(policy.config);
   const rand = mulberry32(99);
   try {
@@ -267,8 +274,10 @@ export async function benchGpu(dir: string, o: GpuBenchOptions) {
   const model = await openModelDir(dir);
   const train = await trainRows(dir, o);
   const decodeRows = await decode(dir, o);
-  // Graph capture exists on WebGPU only; a failure there still reports the rows above.
-  const decodeCaptured = o.ep === "webgpu" ? await orError(() => decode(dir, o, true)) : null;
+  // The decode graph and graph capture exist on WebGPU only; a failure there still reports the rows above.
+  const webgpu = o.ep === "webgpu";
+  const decodeMainGraph = webgpu ? await orError(() => decode(dir, o, { decodeGraph: false })) : null;
+  const decodeCaptured = webgpu ? await orError(() => decode(dir, o, { graphCapture: true })) : null;
   const batch = Math.max(...o.batches), tokens = Math.max(...o.trainTokens);
   const profile = {
     decode_step: { batch, ...await orError(() => profileDecode(dir, o, batch)) },
@@ -284,6 +293,7 @@ export async function benchGpu(dir: string, o: GpuBenchOptions) {
     peak_tflops: o.peakTflops,
     train,
     decode: decodeRows,
+    decode_main_graph: decodeMainGraph,
     decode_captured: decodeCaptured,
     profile,
   };

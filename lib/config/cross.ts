@@ -147,12 +147,19 @@ const computeDtype: Rule = ({ model }) => {
  * there is most likely a forgotten `--model.ep=webgpu`. Keys left at their defaults pass on any provider.
  */
 const webgpuOptions: Rule = ({ model }) => {
-  if (model.ep === "webgpu") return;
+  if (model.ep === "webgpu") return captureNeedsDecodeGraph(model.webgpu);
   if (model.webgpu.graph_capture) {
     throw new UserError("config key model.webgpu.graph_capture", {
       value: true,
       why: `graph capture is onnxruntime's WebGPU provider's, and model.ep is ${model.ep}`,
       fix: "set model.ep to webgpu, or model.webgpu.graph_capture back to false",
+    });
+  }
+  if (!model.webgpu.decode_graph) {
+    throw new UserError("config key model.webgpu.decode_graph", {
+      value: false,
+      why: `only the WebGPU engine opens a decode session by this key, and model.ep is ${model.ep}`,
+      fix: "set model.ep to webgpu, or model.webgpu.decode_graph back to true",
     });
   }
   if (!model.webgpu.forward_session) {
@@ -173,6 +180,17 @@ const webgpuOptions: Rule = ({ model }) => {
     });
   }
 };
+
+/** Graph capture records the decode session's steps, so it needs that session. */
+function captureNeedsDecodeGraph(webgpu: Config["model"]["webgpu"]): void {
+  if (webgpu.graph_capture && !webgpu.decode_graph) {
+    throw new UserError("config key model.webgpu.graph_capture", {
+      value: true,
+      why: "it captures the decode session's steps, and model.webgpu.decode_graph is false",
+      fix: "set model.webgpu.decode_graph to true, or model.webgpu.graph_capture to false",
+    });
+  }
+}
 
 /** Every source but the generator reads a file; the generator reads none, so a named file would be ignored. */
 const dataPath: Rule = ({ data }) => {

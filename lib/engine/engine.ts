@@ -35,7 +35,7 @@ import {
   KvCache,
 } from "./kv_cache.ts";
 import { DeviceKvCache } from "./device_cache.ts";
-import { CapturedDecode } from "./captured_decode.ts";
+import { DecodeSession } from "./decode_session.ts";
 import { attentionTokenLimit } from "./attention_probe.ts";
 import { type Alternatives, type ScoredWithAlternatives, Scorer } from "./scoring.ts";
 import {
@@ -95,8 +95,11 @@ export class InferenceEngine {
   readonly lora: LoraShape | null;
   readonly #session: EngineSession;
   readonly #scorer: Scorer;
-  /** The decode step under graph capture (`SessionOptions.graphCapture`), else null. */
-  readonly #captured: CapturedDecode | null;
+  /**
+   * The plain decode steps' own session over the If-free decode graph (`usesDecodeGraph`), captured or
+   * not, else null: all steps run on the main session.
+   */
+  readonly #decode: DecodeSession | null;
   /** Empty float16 device caches by batch size (scoring without a cache). */
   readonly #empties = new Map<number, DeviceTensor>();
   /** With a merged adapter: the Linear stacks, merged per adapter (null: the graph holds its own). */
@@ -121,13 +124,13 @@ export class InferenceEngine {
     maxStepTokens: number,
     compute: ComputeDtype,
     merged: MergedWeights | null,
-    captured: CapturedDecode | null,
+    decode: DecodeSession | null,
   ) {
     this.config = config;
     this.lora = lora;
     this.#merged = merged;
     this.#session = session;
-    this.#captured = captured;
+    this.#decode = decode;
     this.maxStepTokens = maxStepTokens;
     this.#compute = compute;
     this.#scorer = new Scorer({
@@ -159,25 +162,32 @@ export class InferenceEngine {
       ? attentionTokenLimit(options.ep ?? "cpu", model.config, options.providerOptions)
       : Infinity;
     let merged: MergedWeights | null = null;
-    let captured: CapturedDecode | null = null;
+    let decode: DecodeSession | null = null;
     try {
       merged = merge
         ? await MergedWeights.create(model, lora, forms.compute, options.sharedWeights, options.threads)
         : null;
-      captured = options.graphCapture ? await CapturedDecode.open(model, lora, forms, options, form) : null;
+      decode = usesDecodeGraph(options, session)
+        ? await DecodeSession.open(model, lora, forms, options, form, options.graphCapture ?? false)
+        : null;
     } catch (e) {
       await merged?.close();
       await session.close();
       throw e;
     }
-    const engine = new InferenceEngine(model.config, lora, session, limit, forms.compute, merged, captured);
+    const engine = new InferenceEngine(model.config, lora, session, limit, forms.compute, merged, decode);
     await engine.setLoraWeights(null, 0);
     return engine;
   }
 
+  /** Decode steps run on the decode graph so far, captured or not (0 where it is not used). */
+  get decodeGraphSteps(): number {
+    return this.#decode?.steps ?? 0;
+  }
+
   /** Decode steps run under graph capture so far (0 without `SessionOptions.graphCapture`). */
   get capturedDecodeSteps(): number {
-    return this.#captured?.steps ?? 0;
+    return this.#decode?.captures ? this.#decode.steps : 0;
   }
 
   /** Whether this engine takes its adapter merged into the Linears (false: none, or unmerged). */
@@ -204,15 +214,15 @@ export class InferenceEngine {
 
   /**
    * Binds the graph's adapter inputs (name → tensor: the merged Linears, or the grouped LoRA tensors) to the
-   * main session, and writes the same tensors into the captured decode session's, whose graph has the same
-   * inputs (infer_graph.ts).
+   * main session. With a decode session, whose graph has the same inputs (infer_graph.ts), they are written
+   * into its fixed device buffers and the main session binds those: one copy on the device.
    */
   #feedAdapter(tensors: ReadonlyMap<string, HostTensor>): void {
     const feeds: Record<string, BoundTensor> = {};
-    for (const [name, tensor] of tensors) feeds[name] = this.#session.bind(tensor);
+    const device = this.#decode?.setWeights(tensors);
+    for (const [name, tensor] of tensors) feeds[name] = this.#session.bind(device?.get(name) ?? tensor);
     this.#releaseAdapter();
     this.#adapterFeeds = feeds;
-    this.#captured?.setWeights(tensors);
   }
 
   /** The unmerged graph's adapter inputs, per group of Linears with the scale folded in (lora_inputs.ts). */
@@ -299,7 +309,7 @@ export class InferenceEngine {
 
   /** Runs one generation step (prefill, decode or continuation) and returns the sampled tokens. */
   async step(input: StepInput): Promise<StepOutput> {
-    if (this.#captured && CapturedDecode.accepts(input)) return this.#captured.step(input);
+    if (this.#decode && DecodeSession.accepts(input)) return this.#decode.step(input);
     const { batch: B, width: S } = input;
     const total = Math.max(...Array.from(input.seqlens)) + 1;
     const cache = this.#cache(input.cache);
@@ -348,7 +358,19 @@ export class InferenceEngine {
   async close(): Promise<void> {
     this.#releaseAdapter();
     await this.#merged?.close();
-    await this.#captured?.close();
+    // The decode session first: its bindings hold the caches the main session's memory made. The main
+    // session binds the decode session's weight buffers only during a run.
+    await this.#decode?.close();
     await this.#session.close();
   }
+}
+
+/**
+ * Whether an engine runs its plain decode steps in a decode session (decode_session.ts): on WebGPU where
+ * its main session binds device memory (FFI; through onnxruntime-node it cannot) unless `decodeGraph` is
+ * false, and wherever graph capture is asked for (the decode session refuses what cannot capture).
+ */
+function usesDecodeGraph(options: EngineOptions, main: EngineSession): boolean {
+  if (options.graphCapture) return true;
+  return options.ep === "webgpu" && options.decodeGraph !== false && main.device !== null;
 }

@@ -20,7 +20,7 @@
  *   uniforms float [B] · filter bool [] · top_k int64 [1] · top_p float [] · constrain bool [] ·
  *   constraint_fill float [B] · constraint_ids int64 [B, K] · constraint_bias float [B, K] · top_n int64 [1]
  *   · score_top int64 [1]  (constraints and alternatives: lib/model/graph/head.ts)
- * The decode graph (`heads` "decode", for graph capture: lib/engine/captured_decode.ts) takes input_ids
+ * The decode graph (`heads` "decode", plain decode steps: lib/engine/decode_session.ts) takes input_ids
  * int64 [B] (S = 1), seqlens_k, total_seq_len, the cache, the same weight inputs as the main graph, temperature float [B] and
  * uniforms float [B], and gives the present cache, next_tokens and next_logprobs; it has no If.
  * Outputs:
@@ -104,7 +104,7 @@ export interface InferenceModel {
 
 /**
  * Which heads the graph carries: `all` (prefill, decode, continuation, scoring; the module comment), or
- * `decode`, the captured decode step's (`addDecodeHead`: no If, for graph capture).
+ * `decode`, the plain decode step's (`addDecodeHead`: no If, so it can be captured).
  */
 export type InferenceHeads = "all" | "decode";
 
@@ -147,19 +147,25 @@ export function buildInferenceModel(
     toDtype(g, g.initializer(name, data, [rope.positions, rope.half]), forms.compute); // [P, D/2]
   const [cos, sin] = [table("rope.cos", rope.cos), table("rope.sin", rope.sin)]; // GQA takes them in q's dtype
 
-  // GroupQueryAttention's layout [B, S, E]. The main graph's q and k leave their norm in it (`headLayout`,
-  // a shape computed from the ids). The decode graph's shapes are constants, so that no shape is computed
-  // from a device tensor (a copy to the host inside the run, which graph capture refuses): S = 1, rows N =
-  // B, each of q, k, v reshaped to [-1, 1, E]. Not through `headLayout`: with a constant layout there,
-  // onnxruntime 1.30's WebGPU provider fuses the q/k norm into GroupQueryAttention and then refuses the
-  // session, "Inputs 0 (query) shall be 3 dimensions" (seen with the layout [0, 1, -1]; the fused node is
-  // named GroupQueryAttention_qknorm). The Reshapes after the norm keep the fusion off.
+  // GroupQueryAttention's layout [B, S, E]: a shape computed from the ids in the main graph, a constant in
+  // the decode graph, so that no shape there is computed from a device tensor (a copy to the host inside
+  // the run, which graph capture refuses): S = 1, rows N = B. Where GroupQueryAttention applies the q/k
+  // norms (`forms.attentionNorms`, WebGPU) q, k and v are reshaped to it as projected; elsewhere q and k
+  // leave their norm in it (`headLayout`). The decode graph runs on WebGPU only, so always in the first
+  // form: with its constant layout in the second, onnxruntime 1.30 fuses the norms into the attention on
+  // its own (GroupQueryAttentionPreNormFusion) and refuses the session, "Inputs 0 (query) shall be 3
+  // dimensions" (its fused query is the rows before the norm's Reshapes).
   const batched = heads === "decode" ? null : Concat.emit(g, [Shape.emit(g, ids), g.ints([-1])], 0); // [3]
   const toBatch = (x: Value, e: number) => Reshape.emit(g, x, batched ?? [-1, 1, e]); // [B, S, E]
-  const attention: AttentionFn = (layer, q, k, v) => {
+  const attentionNorms = forms.attentionNorms || heads === "decode";
+  if (attentionNorms && forms.ep !== "webgpu") {
+    throw new Error(`inference graph: GroupQueryAttention's q/k norms need webgpu, not ${forms.ep}`);
+  }
+  const inLayout = (x: Value, e: number) => (attentionNorms ? toBatch(x, e) : x); // [B, S, E]
+  const attention: AttentionFn = (layer, q, k, v, norms) => {
     const [out, presentKey, presentValue] = GroupQueryAttention.emit(g, {
-      query: batched ? q : toBatch(q, cfg.num_attention_heads * D), // [B, S, nH*D] (headLayout)
-      key: batched ? k : toBatch(k, nKV * D), // [B, S, nKV*D] (headLayout)
+      query: inLayout(q, cfg.num_attention_heads * D), // [B, S, nH*D]
+      key: inLayout(k, nKV * D), // [B, S, nKV*D]
       value: toBatch(v, nKV * D), // [B, S, nKV*D]
       pastKey: past[layer].key,
       pastValue: past[layer].value,
@@ -167,13 +173,27 @@ export function buildInferenceModel(
       totalSequenceLength: total,
       cosCache: cos,
       sinCache: sin,
-    }, { numHeads: cfg.num_attention_heads, kvNumHeads: nKV, doRotary: true }); // [B, S, nH*D]
+      qNormWeight: norms?.q,
+      kNormWeight: norms?.k,
+    }, {
+      numHeads: cfg.num_attention_heads,
+      kvNumHeads: nKV,
+      doRotary: true,
+      qkNormEpsilon: norms?.epsilon,
+    }); // [B, S, nH*D]
     g.output(presentKey, IO.presentKey(layer));
     g.output(presentValue, IO.presentValue(layer));
     return Reshape.emit(g, out, [-1, cfg.num_attention_heads * D]); // [N, nH*D]
   };
   const flatIds = heads === "decode" ? ids : Reshape.emit(g, ids, [-1]); // [N]
-  const parts = { cfg, weights, lora: loraInputs, attention, headLayout: batched ?? undefined };
+  const parts = {
+    cfg,
+    weights,
+    lora: loraInputs,
+    attention,
+    attentionNorms,
+    headLayout: attentionNorms ? undefined : batched ?? undefined,
+  };
   const hidden = decoder(g, flatIds, parts); // [N, H]
   if (heads === "all") addHeads(g, hidden, headWeight(cfg, weights), cfg.vocab_size, forms);
   else addDecodeHead(g, hidden, headWeight(cfg, weights), cfg.vocab_size);
@@ -233,7 +253,7 @@ function addHeads(
 }
 
 /**
- * The captured decode step's head: one new token per sequence (S = 1, so the rows of `hidden` are the
+ * The decode graph's head: one new token per sequence (S = 1, so the rows of `hidden` are the
  * sequences'), sampled where temperature > 0 and greedy where it is 0, without an If (graph capture
  * refuses control flow): inputs temperature float [B] (one per sequence, all equal) and uniforms float
  * [B]; outputs next_tokens and next_logprobs, as `addHeads` computes them on its unfiltered, unconstrained

@@ -19,6 +19,7 @@ export async function openPolicy(model: Config["model"], options: LoadPolicyOpti
       adapter: model.adapter,
       ep: model.ep,
       providerOptions: providerOptionsOf(model),
+      decodeGraph: model.webgpu.decode_graph,
       graphCapture: model.webgpu.graph_capture,
       compute: model.compute_dtype,
       mergeAdapter: mergeAdapterOf(model),

@@ -43,7 +43,12 @@ export interface PolicyOptions {
   /** onnxruntime intra-op threads; 0 or absent = one per core. */
   threads?: number;
   /**
-   * Decode steps under graph capture (webgpu only; lib/engine/captured_decode.ts; from
+   * Plain decode steps on the If-free decode graph in a session of their own (webgpu only;
+   * lib/engine/decode_session.ts; from `model.webgpu.decode_graph`); default true on webgpu.
+   */
+  decodeGraph?: boolean;
+  /**
+   * Those steps under graph capture (webgpu only; lib/engine/decode_session.ts; from
    * `model.webgpu.graph_capture`); default false.
    */
   graphCapture?: boolean;

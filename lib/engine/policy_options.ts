@@ -19,6 +19,7 @@ export function policyOptionsOf(config: Config, adapter = config.model.adapter):
     lora: { r, alpha, rslora, targets: [...targets] },
     ep: config.model.ep,
     providerOptions: providerOptionsOf(config.model),
+    decodeGraph: config.model.webgpu.decode_graph,
     graphCapture: config.model.webgpu.graph_capture,
     compute: config.model.compute_dtype,
     mergeAdapter: mergeAdapterOf(config.model),

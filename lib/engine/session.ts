@@ -64,7 +64,12 @@ export interface SessionOptions {
   /** Intra-op threads; 0 or absent lets onnxruntime choose (one per core). */
   threads?: number;
   /**
-   * Run the engine's decode steps under graph capture (webgpu only; lib/engine/captured_decode.ts, from
+   * Run the engine's plain decode steps on the decode graph, which has no If, in a session of its own
+   * (webgpu only; lib/engine/decode_session.ts, from `model.webgpu.decode_graph`). Default true on webgpu.
+   */
+  decodeGraph?: boolean;
+  /**
+   * Run those steps under graph capture (webgpu only; lib/engine/decode_session.ts, from
    * `model.webgpu.graph_capture`). Default false.
    */
   graphCapture?: boolean;

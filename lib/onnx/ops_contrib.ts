@@ -41,6 +41,13 @@ export interface GqaInputs {
   attentionBias?: Value;
   /** `[H]` per-head sink logits. */
   headSink?: Value;
+  /**
+   * `[D]` RMSNorm weights applied to each head of the query and of the new key before RoPE (both or
+   * neither; `qkNormEpsilon`). onnxruntime 1.30's WebGPU and CUDA kernels take them; its CPU kernel
+   * refuses them at run time.
+   */
+  qNormWeight?: Value;
+  kNormWeight?: Value;
 }
 
 /** Attributes of GroupQueryAttention. */
@@ -56,9 +63,12 @@ export interface GqaOptions {
   rotaryInterleaved?: boolean;
   softcap?: number;
   smoothSoftmax?: boolean;
+  /** Epsilon of the q/k norms (`qNormWeight`, `kNormWeight`). */
+  qkNormEpsilon?: number;
 }
 
-const GQA_ORDER: readonly (keyof GqaInputs)[] = [
+/** onnxruntime's input slots by name; null: slots this project leaves empty (12 and 13). */
+const GQA_ORDER: readonly (keyof GqaInputs | null)[] = [
   "query",
   "key",
   "value",
@@ -71,6 +81,10 @@ const GQA_ORDER: readonly (keyof GqaInputs)[] = [
   "positionIds",
   "attentionBias",
   "headSink",
+  null,
+  null,
+  "qNormWeight",
+  "kNormWeight",
 ];
 
 /** Causal grouped-query attention with KV cache: `[output, presentKey, presentValue]`. */
@@ -87,7 +101,12 @@ function groupQueryAttention(g: GraphBuilder, inputs: GqaInputs, o: GqaOptions):
   }
   const hasCaches = inputs.cosCache !== undefined && inputs.sinCache !== undefined;
   check(!o.doRotary || hasCaches, "GroupQueryAttention", "doRotary needs cosCache and sinCache");
-  const list = GQA_ORDER.map((k) => inputs[k] ?? null);
+  check(
+    (inputs.qNormWeight === undefined) === (inputs.kNormWeight === undefined),
+    "GroupQueryAttention",
+    "qNormWeight and kNormWeight go together",
+  );
+  const list = GQA_ORDER.map((k) => (k === null ? null : inputs[k] ?? null));
   while (list[list.length - 1] === null) list.pop();
   const attrs = {
     num_heads: attr.int(o.numHeads),
@@ -98,6 +117,7 @@ function groupQueryAttention(g: GraphBuilder, inputs: GqaInputs, o: GqaOptions):
     rotary_interleaved: attr.int(o.rotaryInterleaved ? 1 : 0),
     softcap: o.softcap === undefined ? undefined : attr.float(o.softcap),
     smooth_softmax: o.smoothSoftmax ? attr.int(1) : undefined,
+    qk_norm_epsilon: o.qkNormEpsilon === undefined ? undefined : attr.float(o.qkNormEpsilon),
   };
   const dtype = inputs.query.dtype;
   const [out, k, v] = g.opN("GroupQueryAttention", list, 3, attrs, {

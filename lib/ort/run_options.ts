@@ -2,7 +2,7 @@
  * `RunOptions`: onnxruntime's options for one run (`OrtRunOptions`), as config entries. The one this
  * project sets is `gpu_graph_id` (`kOrtRunOptionsConfigCudaGraphAnnotation`), which picks the captured
  * graph a run of a session with graph capture replays, or with -1 runs it uncaptured
- * (lib/engine/captured_decode.ts; docs/ENGINE_FACTS.md, "Graph capture of the decode step").
+ * (lib/engine/decode_session.ts; docs/ENGINE_FACTS.md, "Graph capture of the decode step").
  *
  * @module
  */

@@ -18,8 +18,8 @@
  * `deviceId`, `webgpuInstance`, `webgpuDevice`, `enableRobustness`, `preserveDevice`,
  * `maxStorageBufferBindingSize`, `maxNumPendingDispatches`. The session options take any key/value map,
  * so adding one is a config key beside its onnxruntime name (`WEBGPU_OPTION_NAMES`,
- * lib/config/sections/model.ts). `enableGraphCapture` is the exception: it is set on the captured decode
- * step's own session only (lib/engine/captured_decode.ts, `model.webgpu.graph_capture`), since it refuses
+ * lib/config/sections/model.ts). `enableGraphCapture` is the exception: it is set on the decode
+ * step's own session only (lib/engine/decode_session.ts, `model.webgpu.graph_capture`), since it refuses
  * a graph with an If, which the engine's other graphs have.
  *
  * **One device, one context.** The buffer cache modes and the validation mode belong to the WebGPU

@@ -3,8 +3,9 @@
  * end to end — our train step at two sizes and decode at the configured batches on the provider, the
  * PyTorch peer (reported unavailable where torch, transformers or peft are missing), the device's name, the
  * Markdown tables, and the diagnosis read from onnxruntime's profile (kernels of one decode step and one
- * train micro-batch run, in the table and the JSON), decode again under graph capture (WebGPU's
- * `model.webgpu.graph_capture`) beside it, and each Linear's GEMM forms timed (bench/gemm_forms.ts); the
+ * train micro-batch run, in the table and the JSON), decode again with every step on the main graph
+ * (WebGPU's `model.webgpu.decode_graph` false) and under graph capture (`model.webgpu.graph_capture`) beside
+ * it, and each Linear's GEMM forms timed (bench/gemm_forms.ts); the
  * results files are saved after each part, so a run stopped for time keeps what it measured.
  * Runs where WebGPU starts, like
  * tests/engine/webgpu_test.ts; its output goes to a temporary --out folder. The defaults (train at 512 and
@@ -28,28 +29,34 @@ Deno.test("bench.gpu_train_tokens and bench.gpu_batches default to 512 and 8,192
   assert.deepEqual(config.bench.batches, [1, 8, 32], "the CPU sections keep their own batches");
 });
 
-Deno.test("the decode table keeps its rows where graph capture failed or was not measured, and says which", () => {
-  const result = (decodeCaptured: unknown) => ({
+Deno.test("the decode table keeps its rows where the main graph or graph capture failed or was not measured, and says which", () => {
+  const result = (decodeMainGraph: unknown, decodeCaptured: unknown) => ({
     device: { name: "GPU", peakTflops: null },
     settings: { ep: "webgpu", compute: "float16" },
     ours: {
       params: 1000,
       train: [],
       decode: [{ batch: 1, decode_tok_per_s: 50, decode_tflops_2n: 0.001 }],
+      decode_main_graph: decodeMainGraph,
       decode_captured: decodeCaptured,
       profile: null,
     },
     peer: { error: "no torch" },
   });
   const decodeRow = (md: string) => rows(md, /^1$/)[0];
-  const failed = gpuTables("m", result({ error: "capture refused" })).join("\n");
+  const failed = gpuTables("m", result({ error: "no session" }, { error: "capture refused" })).join("\n");
+  assert.match(failed, /^main-graph decode failed: no session$/m);
   assert.match(failed, /^graph-captured decode failed: capture refused$/m);
-  assert.deepEqual(decodeRow(failed).slice(0, 5), ["1", "50.0", "0.001", "–", "–"]);
-  const cuda = gpuTables("m", result(null)).join("\n");
+  assert.deepEqual(decodeRow(failed).slice(0, 7), ["1", "50.0", "0.001", "–", "–", "–", "–"]);
+  const cuda = gpuTables("m", result(null, null)).join("\n");
   assert.doesNotMatch(cuda, /failed/);
-  assert.deepEqual(decodeRow(cuda).slice(3, 5), ["–", "–"]);
-  const both = gpuTables("m", result([{ batch: 1, decode_tok_per_s: 75 }])).join("\n");
-  assert.deepEqual(decodeRow(both).slice(3, 5), ["75.0", "1.50×"]);
+  assert.deepEqual(decodeRow(cuda).slice(3, 7), ["–", "–", "–", "–"]);
+  const all = gpuTables(
+    "m",
+    result([{ batch: 1, decode_tok_per_s: 40 }], [{ batch: 1, decode_tok_per_s: 75 }]),
+  )
+    .join("\n");
+  assert.deepEqual(decodeRow(all).slice(3, 7), ["40.0", "1.25×", "75.0", "1.50×"]);
 });
 
 /** The Markdown rows of a table whose first cell matches `first`. */
@@ -86,7 +93,7 @@ function watchResults(out: string) {
 const positiveInteger = (x: unknown) => typeof x === "number" && Number.isInteger(x) && x > 0;
 
 webgpuTest(
-  "deno task bench --only gpu runs at a tiny size: a train row per size, a decode row per batch (graph-captured beside it), and kernels from the profile",
+  "deno task bench --only gpu runs at a tiny size: a train row per size, a decode row per batch (main-graph and graph-captured beside it), and kernels from the profile",
   async () => {
     const out = await Deno.makeTempDir({ prefix: "bench-gpu-" });
     const seen = watchResults(out);
@@ -159,11 +166,13 @@ webgpuTest(
     const json = files.find((f) => /^results-.*\.json$/.test(f));
     assert.ok(json && files.includes(json.replace(/\.json$/, ".md")), files.join());
     const { ours } = JSON.parse(await Deno.readTextFile(join(out, json)))["gpu:tiny"];
-    assert.deepEqual(
-      ours.decode_captured.map((d: { batch: number }) => d.batch),
-      BATCHES,
-      `graph-captured decode, a row per batch: ${JSON.stringify(ours.decode_captured)}`,
-    );
+    for (const key of ["decode_main_graph", "decode_captured"]) {
+      assert.deepEqual(
+        ours[key].map((d: { batch: number }) => d.batch),
+        BATCHES,
+        `${key}: a row per batch: ${JSON.stringify(ours[key])}`,
+      );
+    }
     assert.ok(
       ours.train.every((t: { forward_alone: boolean }) => t.forward_alone),
       "WebGPU's pass: the forward alone",

@@ -177,6 +177,7 @@ const WEBGPU_DEFAULTS_BY_KEY = {
   query_resolve_buffer_cache_mode: WEBGPU_DEFAULTS.queryResolveBufferCacheMode,
   default_buffer_cache_mode: WEBGPU_DEFAULTS.defaultBufferCacheMode,
   validation_mode: WEBGPU_DEFAULTS.validationMode,
+  decode_graph: true,
   graph_capture: false,
   forward_session: true,
 };
@@ -286,6 +287,25 @@ Deno.test("model.webgpu.graph_capture: off by default, refused off webgpu, never
   );
   assert.equal(policyOptionsOf(config).graphCapture, true);
   assert.equal(policyOptionsOf(defaultConfig()).graphCapture, false);
+});
+
+Deno.test("model.webgpu.decode_graph: on by default, refused off webgpu when turned off, needed by graph_capture", () => {
+  assert.equal(defaultConfig().model.webgpu.decode_graph, true);
+  expectUserError(
+    () => validateConfig({ model: { ep: "cpu", webgpu: { decode_graph: false } } }),
+    "config key model.webgpu.decode_graph",
+    "model.ep is cpu",
+    "Fix: set model.ep to webgpu, or model.webgpu.decode_graph back to true",
+  );
+  expectUserError(
+    () => validateConfig({ model: { ep: "webgpu", webgpu: { decode_graph: false, graph_capture: true } } }),
+    "config key model.webgpu.graph_capture",
+    "model.webgpu.decode_graph is false",
+    "Fix: set model.webgpu.decode_graph to true, or model.webgpu.graph_capture to false",
+  );
+  const config = validateConfig({ model: { ep: "webgpu", webgpu: { decode_graph: false } } });
+  assert.equal(policyOptionsOf(config).decodeGraph, false);
+  assert.equal(policyOptionsOf(defaultConfig()).decodeGraph, true);
 });
 
 Deno.test("an old config's train.loss.aggregation: sft is refused at load with the fix: objective sft", async () => {

@@ -70,11 +70,18 @@ const webgpu = {
     doc: "checks on each GPU dispatch: disabled | wgpuOnly (WebGPU's own) | basic (plus onnxruntime's) | " +
       "full (plus types) (onnxruntime's validationMode)",
   }),
+  decode_graph: bool({
+    default: true,
+    doc: "run the policy's plain one-token decode steps (no constraints, alternatives or top-k/top-p) on " +
+      "the decode graph, which has no If, in a second session (lib/engine/decode_session.ts); it shares the " +
+      "merged adapter's Linears with the first and holds its own copy of the rest of the weights (with no " +
+      "adapter, or merge_adapter false, of all of them); false runs every step on the main graph",
+  }),
   graph_capture: bool({
     default: false,
-    doc: "run the policy's decode steps as a captured graph, replayed each step (onnxruntime's " +
-      "enableGraphCapture, on a second session holding a second copy of the weights; " +
-      "lib/engine/captured_decode.ts); off until measured faster on a GPU (deno task bench --only gpu measures both)",
+    doc:
+      "run those decode steps as a captured graph, replayed each step (onnxruntime's enableGraphCapture; " +
+      "needs decode_graph); off until measured faster on a GPU (deno task bench --only gpu measures it)",
   }),
   forward_session: bool({
     default: true,

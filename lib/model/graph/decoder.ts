@@ -47,10 +47,18 @@ const {
 } = OPS;
 
 /**
- * Attention of one layer: q `[N, nH*D]`, k and v `[N, nKV*D]` (q/k already normed, no RoPE yet; q and k
- * in `DecoderParts.headLayout` where one is given) → `[N, nH*D]`.
+ * Attention of one layer: q `[N, nH*D]`, k and v `[N, nKV*D]` (no RoPE yet) → `[N, nH*D]`. q and k come
+ * normed per head (in `DecoderParts.headLayout` where one is given), or with `DecoderParts.attentionNorms`
+ * as projected, with `norms`, their per-head RMSNorm weights, for the attention to apply.
  */
-export type AttentionFn = (layer: number, q: Value, k: Value, v: Value) => Value;
+export type AttentionFn = (layer: number, q: Value, k: Value, v: Value, norms?: HeadNormWeights) => Value;
+
+/** q's and k's per-head RMSNorm weights `[D]` in the compute dtype, and the norms' epsilon. */
+export interface HeadNormWeights {
+  q: Value;
+  k: Value;
+  epsilon: number;
+}
 
 /**
  * Attention fed the q/k/v Gemm's whole output, `qkv` `[N, (nH + 2·nKV)·D]` (no RoPE yet), and `norm`, the
@@ -78,6 +86,8 @@ export interface DecoderParts {
   headLayout?: Value;
   /** The plain norms also declare their `inv_std_var` output, for a backward to read (forms.ts `normStats`). */
   normStats?: boolean;
+  /** The attention (an `AttentionFn`) applies q's and k's per-head norms itself (forms.ts `attentionNorms`). */
+  attentionNorms?: boolean;
 }
 
 /** Whether a plain norm declares its statistics output (`DecoderParts.normStats`). */
@@ -170,9 +180,14 @@ function decoderLayer(
   let attn: Value; // [N, nH*D]
   if (typeof attention === "function") {
     const [qp, kp, v] = projs(n, qkv); // [N, nH*D], [N, nKV*D], [N, nKV*D]
-    const q = headNorm(g, qp, w("self_attn.q_norm"), nH, D, eps, form, parts.headLayout); // [N, nH*D] (or headLayout)
-    const k = headNorm(g, kp, w("self_attn.k_norm"), nKV, D, eps, form, parts.headLayout); // [N, nKV*D] (or headLayout)
-    attn = g.scope("attn", () => attention(layer, q, k, v));
+    if (parts.attentionNorms) {
+      const norms = headNormWeights(g, w, qp.dtype as ComputeDtype, eps); // [D] each
+      attn = g.scope("attn", () => attention(layer, qp, kp, v, norms));
+    } else {
+      const q = headNorm(g, qp, w("self_attn.q_norm"), nH, D, eps, form, parts.headLayout); // [N, nH*D] (or headLayout)
+      const k = headNorm(g, kp, w("self_attn.k_norm"), nKV, D, eps, form, parts.headLayout); // [N, nKV*D] (or headLayout)
+      attn = g.scope("attn", () => attention(layer, q, k, v));
+    }
   } else {
     attn = packedSelfAttention(g, n, layer, parts, attention, form);
   }
@@ -181,6 +196,20 @@ function decoderLayer(
   const { normed: m, sum: h } = addAndNorm(g, post, w("post_attention_layernorm"), eps, form); // [N, H] each
   const [gate, up] = projs(m, gateUp); // [N, I] each
   return { sum: h, delta: projs(swiglu(g, gate, up), down)[0] }; // h + down(…), added by the next norm
+}
+
+/** q's and k's per-head norm weights in `dtype`, for an attention that applies them (`attentionNorms`). */
+function headNormWeights(
+  g: GraphBuilder,
+  w: (name: string) => Value,
+  dtype: ComputeDtype,
+  epsilon: number,
+): HeadNormWeights {
+  return {
+    q: toDtype(g, w("self_attn.q_norm"), dtype),
+    k: toDtype(g, w("self_attn.k_norm"), dtype),
+    epsilon,
+  };
 }
 
 /** A layer's attention in the packed form (`PackedAttention`): normed input `n` `[N, H]` → `[N, nH*D]`. */

@@ -15,6 +15,9 @@
  *   additions in the same order, so the same bits on CPU).
  * - norm statistics: the CPU provider's fused RMSNorm kernels write their optional `inv_std_var` output,
  *   which the backward reads; WebGPU's do not write it, so there the backward computes it again.
+ * - q/k norms inside attention: WebGPU's GroupQueryAttention applies q's and k's per-head RMSNorm itself
+ *   (its `q_norm_weight` / `k_norm_weight` inputs), two norm kernels and four Reshapes a layer fewer in
+ *   every inference step; the CPU's refuses those inputs, so there the norms run before it.
  *
  * Forms that are portable everywhere at no cost are not switched here but written once: float32 index
  * arithmetic in the sampler (head.ts), a float32 Range for the causal mask (train/attention.ts), nested
@@ -44,6 +47,8 @@ export interface GraphForms {
    * instead of computing it again (lib/onnx/ops_norm.ts): the CPU provider does, WebGPU's kernels do not.
    */
   normStats: boolean;
+  /** GroupQueryAttention applies the q/k per-head norms itself (the inference graphs; ops_contrib.ts). */
+  attentionNorms: boolean;
 }
 
 /** The forms for `ep` computing in `compute`. */
@@ -56,6 +61,7 @@ export function graphForms(ep: ExecutionProvider = "cpu", compute: ComputeDtype 
     chunkedHead: !webgpu,
     gradientSum: webgpu ? "Add" : "Sum",
     normStats: ep === "cpu",
+    attentionNorms: webgpu,
   };
 }
 

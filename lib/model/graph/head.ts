@@ -262,7 +262,7 @@ export function sampleNext(
  * rows `[B, H]` → `[tokens int64 [B], logprobs [B]]`. The same ops as sampleNext's unfiltered path — the
  * two-stage sample where temperature > 0, the argmax where it is 0 — both computed and one kept by a
  * Where on the device, so it gives sampleNext's tokens and log-probs; no top-k / top-p, constraints or
- * alternatives (their callers run uncaptured: lib/engine/captured_decode.ts).
+ * alternatives (their callers run on the main graph: lib/engine/decode_session.ts).
  */
 export function sampleUnbranched(
   g: GraphBuilder,

@@ -1,18 +1,19 @@
 /**
- * The decode step under graph capture (lib/engine/captured_decode.ts, `model.webgpu.graph_capture`)
- * against the same engine without it, on onnxruntime's WebGPU provider: the same tokens and log-probs,
- * greedy and sampled, float32 and float16, with an adapter, through a second turn under another adapter
- * (set after the graph was captured) whose continuation runs uncaptured on the same cache; every decode
- * step went through the captured graph. And what capture needs from onnxruntime 1.30 itself: several
- * captured graphs in one session, picked by `gpu_graph_id`, -1 running uncaptured; a graph with an If
- * refused with onnxruntime's message.
+ * The plain decode steps' own session (lib/engine/decode_session.ts) over the If-free decode graph, on
+ * onnxruntime's WebGPU provider, uncaptured (`model.webgpu.decode_graph`, the default there) and under graph
+ * capture (`model.webgpu.graph_capture`), against the same engine running every step on its main graph
+ * (`decode_graph` false): the same tokens and log-probs, greedy and sampled, float32 and float16, with an
+ * adapter, through a second turn under another adapter (set after the first steps were bound, or captured)
+ * whose continuation runs on the main graph on the same cache; every decode step went through the decode
+ * session. And what capture needs from onnxruntime 1.30 itself: several captured graphs in one session,
+ * picked by `gpu_graph_id`, -1 running uncaptured; a graph with an If refused with onnxruntime's message.
  *
  * Runs where WebGPU starts (CI: lavapipe) and is skipped elsewhere (helpers/webgpu.ts).
  */
 
 import assert from "node:assert/strict";
 import { InferenceEngine } from "../../lib/engine/engine.ts";
-import { captureRefusal } from "../../lib/engine/captured_decode.ts";
+import { captureRefusal } from "../../lib/engine/decode_session.ts";
 import { UserError } from "../../lib/errors.ts";
 import { GenerationBatch } from "../../lib/engine/generate.ts";
 import { loraScale } from "../../lib/model/lora.ts";
@@ -31,24 +32,36 @@ import { webgpuTest } from "../helpers/webgpu.ts";
 
 const VOCAB = 512;
 const SPEC: LoraSpec = { r: 2, alpha: 4, rslora: false, targets: ["q", "k", "v", "o", "gate", "up", "down"] };
-/** Log-prob tolerance: capture replays the same kernels on the same buffers, so the bits match (0 seen). */
+/**
+ * Log-prob tolerance: the decode graph runs the main graph's kernels on the same weights, and capture
+ * replays them on the same buffers, so the bits match (0 seen).
+ */
 const TOLERANCE = 1e-3;
 
-/** An engine on WebGPU computing in `compute` with a random adapter, with or without graph capture. */
-async function engine(compute: ComputeDtype, graphCapture: boolean): Promise<InferenceEngine> {
+/** Where an engine runs its plain decode steps. */
+type DecodeMode = "main graph" | "decode graph" | "captured";
+
+/** An engine on WebGPU computing in `compute` with a random adapter, running decode steps as `mode` says. */
+async function engine(compute: ComputeDtype, mode: DecodeMode): Promise<InferenceEngine> {
   const dir = await makeTinyModel({ vocab: VOCAB, tokenizer: false, seed: 11, dtype: "bfloat16" });
   const model = await openModelDir(dir);
   // Entries in ±0.5, not the default ±0.05: an adapter that moves the log-probs well past TOLERANCE, so
   // a captured graph that misses it (fed the base weights, say) fails.
   const adapter = randomAdapter(model.config, SPEC, 5, 0.5);
-  const e = await InferenceEngine.create(model, SPEC, { ep: "webgpu", compute, graphCapture });
+  const e = await InferenceEngine.create(model, SPEC, {
+    ep: "webgpu",
+    compute,
+    decodeGraph: mode !== "main graph",
+    graphCapture: mode === "captured",
+  });
   await e.setLoraWeights(adapter.weights, loraScale(SPEC));
   return e;
 }
 
 /**
  * Two turns of three sequences (greedy, then sampled after a user turn, under a second adapter set between
- * the turns: the captured graph, replayed, must read it); the tokens and the decode steps.
+ * the turns: the decode session's bound weights, and a captured graph replayed, must read it); the tokens and
+ * the decode steps.
  */
 async function rollout(e: InferenceEngine) {
   const prompts = [[1, 2, 3, 4, 5], [7, 8, 9], [20, 30, 40, 50, 60, 70, 80]];
@@ -66,26 +79,63 @@ async function rollout(e: InferenceEngine) {
 
 for (const compute of ["float32", "float16"] as const) {
   webgpuTest(
-    `${compute}: captured decode gives the uncaptured tokens and log-probs, greedy and sampled`,
+    `${compute}: the decode graph, uncaptured and captured, gives the main graph's tokens and log-probs, greedy and sampled`,
     async () => {
-      const plain = await engine(compute, false);
+      const plain = await engine(compute, "main graph");
       const expected = await rollout(plain).finally(() => plain.close());
-      const captured = await engine(compute, true);
-      const got = await rollout(captured).finally(() => captured.close());
-      assert.ok(got.decodeSteps > 0);
-      assert.equal(captured.capturedDecodeSteps, got.decodeSteps, "every decode step ran captured");
-      assert.equal(plain.capturedDecodeSteps, 0);
-      expected.turns.forEach((turn, t) =>
-        turn.forEach((want, i) => {
-          const have = got.turns[t][i];
-          assert.deepEqual(have.tokens, want.tokens, `turn ${t}, sequence ${i}: tokens`);
-          const worst = Math.max(...want.logprobs.map((lp, j) => Math.abs(lp - have.logprobs[j])));
-          assert.ok(worst <= TOLERANCE, `turn ${t}, sequence ${i}: worst log-prob difference ${worst}`);
-        })
-      );
+      assert.equal(plain.decodeGraphSteps, 0, "decode_graph false: every step on the main graph");
+      for (const mode of ["decode graph", "captured"] as const) {
+        const e = await engine(compute, mode);
+        const got = await rollout(e).finally(() => e.close());
+        assert.ok(got.decodeSteps > 0);
+        assert.equal(
+          e.decodeGraphSteps,
+          got.decodeSteps,
+          `${mode}: every decode step ran on the decode graph`,
+        );
+        assert.equal(
+          e.capturedDecodeSteps,
+          mode === "captured" ? got.decodeSteps : 0,
+          `${mode}: captured steps`,
+        );
+        expected.turns.forEach((turn, t) =>
+          turn.forEach((want, i) => {
+            const have = got.turns[t][i];
+            assert.deepEqual(have.tokens, want.tokens, `${mode}, turn ${t}, sequence ${i}: tokens`);
+            const worst = Math.max(...want.logprobs.map((lp, j) => Math.abs(lp - have.logprobs[j])));
+            assert.ok(
+              worst <= TOLERANCE,
+              `${mode}, turn ${t}, sequence ${i}: worst log-prob difference ${worst}`,
+            );
+          })
+        );
+      }
     },
   );
 }
+
+webgpuTest(
+  "without FFI (onnxruntime-node's binding, no device bindings) a WebGPU engine decodes on its main graph",
+  async () => {
+    const model = await openModelDir(await makeTinyModel({ vocab: VOCAB, tokenizer: false, seed: 11 }));
+    Deno.env.set("DENO_RL_ORT_FFI", "0"); // read by lib/engine/session.ts at each session it opens
+    try {
+      const e = await InferenceEngine.create(model, null, { ep: "webgpu", decodeGraph: true });
+      const batch = new GenerationBatch(e, [[1, 2, 3, 4, 5]], 20, [3]);
+      try {
+        const [out] = await batch.generate({ maxNewTokens: 6, temperature: 0 });
+        assert.equal(out.tokens.length, 6);
+        assert.ok(batch.stats.decodeSteps > 0);
+        assert.equal(e.decodeGraphSteps, 0, "no decode session without device bindings");
+      } finally {
+        batch.release();
+        await e.close();
+      }
+    } finally {
+      Deno.env.delete("DENO_RL_ORT_FFI");
+    }
+  },
+);
 
 /** y = x + x over n floats, with x and y bound in device memory. */
 function addSession(options: Record<string, string>) {

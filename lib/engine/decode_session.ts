@@ -1,22 +1,26 @@
 /**
- * `CapturedDecode`: the decode step under onnxruntime's graph capture on WebGPU (`model.webgpu.graph_capture`).
- * A decode step is hundreds of kernels (588 for 28 layers: kernel_count_test.ts) whose dispatch, not
- * arithmetic, is the step's time on a GPU (issue 29);
- * a captured graph is the step's dispatches recorded once and replayed by the provider without walking the
- * graph again.
+ * `DecodeSession`: the policy's plain one-token decode steps in a session of their own, over the decode
+ * graph (infer_graph.ts, heads `decode`), which has no If: on WebGPU by default (`model.webgpu.decode_graph`),
+ * and under onnxruntime's graph capture with `model.webgpu.graph_capture`. A decode step is hundreds of
+ * kernels (588 for 28 layers: kernel_count_test.ts) whose dispatch, not arithmetic, is the step's time on a
+ * GPU (issue 29). The main graph's step runs six If nodes besides (its score head, constraints, filtered
+ * sampling and alternatives, each chosen at run time), and each If is the host running a subgraph of its
+ * own, fed by host inputs copied in at every run; the decode graph computes the unfiltered sampler and the
+ * argmax both and keeps one by a `Where` on the device (head.ts `sampleUnbranched`). A captured graph is
+ * the step's dispatches recorded once and replayed by the provider without walking the graph again.
  *
  * What capture needs (onnxruntime 1.30's WebGPU provider; docs/ENGINE_FACTS.md, "Graph capture of the
- * decode step"), and how this file meets it:
- * - **No control flow in the graph**: the session refuses capture for a graph with an If. So the step runs
- *   its own session over the decode graph (infer_graph.ts, heads `decode`: sampleUnbranched), which takes
- *   the main graph's weight inputs (with an adapter shape, the merged Linear stacks: merged_weights.ts) and
- *   folds the rest of the checkpoint itself: a second device copy of the weights.
+ * decode step"), and how this file meets it (uncaptured, the same bindings serve: every step of a binding
+ * reuses them):
+ * - **No control flow in the graph**: the session refuses capture for a graph with an If; the decode
+ *   graph has none. It takes the main graph's weight inputs (with an adapter shape, the merged Linear
+ *   stacks: merged_weights.ts) and folds the rest of the checkpoint itself (the embedding, the norms).
  * - **The same buffers at every replay**: a replay reads and writes the buffers bound when it was
  *   captured, and host inputs are not copied again. So every input and output lives in device memory,
  *   bound once per cache binding (one batch's rows of one KV cache) and written in place before each
- *   step: token ids, cache positions (`seqlens_k`), temperatures, uniforms; the weight inputs (the engine
- *   feeds them the tensors its main graph gets) in fixed device tensors rewritten by `setWeights`; the KV
- *   cache bound as GroupQueryAttention's past and present.
+ *   step: token ids, cache positions (`seqlens_k`), temperatures, uniforms; the weight inputs in fixed
+ *   device tensors rewritten by `setWeights`, which the engine's main session binds too (one copy on the
+ *   device); the KV cache bound as GroupQueryAttention's past and present.
  *   `total_seq_len`, which the attention kernel reads on the host, is bound once as the cache's capacity
  *   (each sequence's length comes from `seqlens_k`). Each output is written by a kernel: a replay
  *   repeats dispatches, not the buffer copies a Reshape into a bound output makes (head.ts).
@@ -25,8 +29,8 @@
  * - **The same shapes**: one captured graph per cache binding, by `gpu_graph_id` (run_options.ts); the
  *   session keeps every graph it captured, with its small input tensors, until it closes.
  *
- * What runs uncaptured (the engine's own session, engine.ts): prefills and continuations (more than one
- * new token), steps with constraints, alternatives or top-k / top-p, and caches that are staged copies
+ * What the engine's own session runs (engine.ts): prefills and continuations (more than one new token),
+ * steps with constraints, alternatives or top-k / top-p, and caches that are staged copies
  * (device_cache.ts).
  *
  * Dimension legend: B sequences (the binding's rows).
@@ -68,8 +72,8 @@ export interface DecodeStepOutput {
   logprobs: number[];
 }
 
-/** One cache binding's captured step: its device inputs and outputs and host staging, bound once. */
-interface CapturedStep {
+/** One cache binding's step: its device inputs and outputs and host staging, bound once. */
+interface BoundStep {
   run: FixedRun;
   /** Host arrays copied into `device` before each step (same order). */
   staged: OrtTensor[];
@@ -82,27 +86,30 @@ interface CapturedStep {
   logprobs: [DeviceTensor, OrtTensor<"float32">]; // [B]
 }
 
-export class CapturedDecode {
+export class DecodeSession {
   readonly #session: DeviceEngineSession;
   readonly #memory: DeviceMemory;
+  /** Whether steps run under graph capture (each binding's first step records, the later ones replay). */
+  readonly captures: boolean;
   /** The graph's weight inputs (the engine's: merged Linear stacks, say) by name, in fixed device buffers. */
   readonly #weights = new Map<string, DeviceTensor>();
   /** Whether a step has bound `#weights` (a graph captured with them): no weight may be added after. */
   #weightsBound = false;
-  readonly #steps = new WeakMap<CacheBinding, CapturedStep>();
+  readonly #steps = new WeakMap<CacheBinding, BoundStep>();
   #nextGraph = 1;
-  /** Decode steps run here (a count for tests and stats: each is a capture or a replay). */
+  /** Decode steps run here (a count for tests and stats; under capture each is a capture or a replay). */
   steps = 0;
 
-  private constructor(session: DeviceEngineSession) {
+  private constructor(session: DeviceEngineSession, captures: boolean) {
     this.#session = session;
     this.#memory = session.device;
+    this.captures = captures;
   }
 
   /**
    * Builds the decode graph of `model` (the engine's weight and adapter inputs for `lora` in `form`, its
-   * `forms`) and opens its session
-   * on `options.ep`, which must be webgpu, with the engine's provider options plus `enableGraphCapture`.
+   * `forms`) and opens its session on `options.ep`, which must be webgpu, with the engine's provider
+   * options, plus `enableGraphCapture` where `capture`.
    */
   static async open(
     model: ModelDir,
@@ -110,27 +117,35 @@ export class CapturedDecode {
     forms: GraphForms,
     options: SessionOptions,
     form: AdapterForm,
-  ): Promise<CapturedDecode> {
+    capture: boolean,
+  ): Promise<DecodeSession> {
+    const what = capture ? "graph capture" : "the decode graph";
     if (options.ep !== "webgpu") {
+      const key = capture ? "graph_capture" : "decode_graph";
       throw new Error(
-        `graph capture: model.ep is ${
-          options.ep ?? "cpu"
-        }; it needs webgpu (set model.webgpu.graph_capture false)`,
+        `${what}: model.ep is ${options.ep ?? "cpu"}; it needs webgpu (set model.webgpu.${key} false)`,
       );
     }
     const built = buildInferenceModel(model, lora, forms, undefined, "decode", form);
+    // enableInt64: the int64 kernels a captured session gets anyway (the head's int64 → float32 Casts);
+    // without them onnxruntime runs those Casts on the CPU, with a copy to the host and back in each step.
+    const providerOptions = {
+      ...options.providerOptions,
+      enableInt64: "1",
+      ...(capture ? { enableGraphCapture: "1" } : {}),
+    };
     const session = await openEngineSession(built.bytes, built.externalFolder, {
       ...options,
       sharedWeights: null,
-      providerOptions: { ...options.providerOptions, enableGraphCapture: "1" },
+      providerOptions,
     }).catch((e) => {
-      throw captureRefusal(e);
+      throw capture ? captureRefusal(e) : e;
     });
     if (!(session instanceof DeviceEngineSession)) {
       await session.close();
-      throw new Error(`graph capture: the ${session.backend} session has no device bindings; it needs FFI`);
+      throw new Error(`${what}: the ${session.backend} session has no device bindings; it needs FFI`);
     }
-    return new CapturedDecode(session);
+    return new DecodeSession(session, capture);
   }
 
   /** Whether `input` is a step this path runs (see the module comment); else the engine runs it. */
@@ -144,9 +159,10 @@ export class CapturedDecode {
   /**
    * Writes the graph's weight inputs (name → tensor, as the engine feeds its main graph: infer_graph.ts)
    * into fixed device buffers, made on the first call; a later call rewrites them in place, so graphs
-   * already captured read the new values. Each call must give the same names, types and shapes.
+   * already captured read the new values. Each call must give the same names, types and shapes. Returns
+   * the buffers by name, for the engine's main session to bind (they live until this session closes).
    */
-  setWeights(tensors: ReadonlyMap<string, HostTensor>): void {
+  setWeights(tensors: ReadonlyMap<string, HostTensor>): ReadonlyMap<string, DeviceTensor> {
     const pairs: [OrtTensor, DeviceTensor][] = [];
     for (const [name, t] of tensors) pairs.push([OrtTensor.of(t), this.#weightBuffer(name, t)]);
     try {
@@ -154,6 +170,7 @@ export class CapturedDecode {
     } finally {
       pairs.forEach(([h]) => h.release());
     }
+    return this.#weights;
   }
 
   /** The fixed device buffer of weight input `name`, made on first use for `t`'s type and shape. */
@@ -162,23 +179,23 @@ export class CapturedDecode {
     if (known) {
       if (known.type !== t.type || known.dims.join() !== t.dims.join()) {
         throw new Error(
-          `graph capture: weight ${name} is ${t.type}[${t.dims}], its captured buffer ${known.type}[${known.dims}]`,
+          `decode session: weight ${name} is ${t.type}[${t.dims}], its bound buffer ${known.type}[${known.dims}]`,
         );
       }
       return known;
     }
     if (!isDeviceType(t.type)) {
-      throw new Error(`graph capture: weight ${name} is ${t.type}, not a device type`);
+      throw new Error(`decode session: weight ${name} is ${t.type}, not a device type`);
     }
     if (this.#weightsBound) {
-      throw new Error(`graph capture: weight ${name} is new after a graph was captured`);
+      throw new Error(`decode session: weight ${name} is new after a step was bound`);
     }
     const device = this.#memory.tensor(t.type, t.dims);
     this.#weights.set(name, device);
     return device;
   }
 
-  /** Runs one decode step (`CapturedDecode.accepts(input)`) through the binding's captured graph. */
+  /** Runs one decode step (`DecodeSession.accepts(input)`) on the binding's bound values. */
   step(input: DecodeStepInput): DecodeStepOutput {
     const B = input.batch;
     const s = this.#stepFor(input.cache, B);
@@ -195,8 +212,8 @@ export class CapturedDecode {
     return { tokens: Array.from(s.tokens[1].data, Number), logprobs: Array.from(s.logprobs[1].data) };
   }
 
-  /** The binding's captured step, bound on first use (its graph is captured by its first run). */
-  #stepFor(cache: CacheBinding, B: number): CapturedStep {
+  /** The binding's step, bound on first use (under capture, its graph is captured by its first run). */
+  #stepFor(cache: CacheBinding, B: number): BoundStep {
     let step = this.#steps.get(cache);
     if (step) return step;
     const memory = this.#memory;
@@ -228,7 +245,7 @@ export class CapturedDecode {
     };
     const outputs = { ...io.present, [IO.nextTokens]: tokens, [IO.nextLogprobs]: logprobs };
     step = {
-      run: this.#session.fixedRun(inputs, outputs, this.#nextGraph++),
+      run: this.#session.fixedRun(inputs, outputs, this.captures ? this.#nextGraph++ : null),
       staged,
       device,
       ids,
@@ -242,6 +259,7 @@ export class CapturedDecode {
     return step;
   }
 
+  /** Frees the session and the device tensors made here (the weight buffers too: close the engine's first). */
   close(): Promise<void> {
     return this.#session.close(); // frees the device tensors made here with its allocator
   }
