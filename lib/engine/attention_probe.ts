@@ -9,12 +9,14 @@
  * real GPU's driver does the same is not known here, so rather than assume either way the engine asks
  * the device: one call of `PROBE_TOKENS` random tokens with the model's own head layout, on the provider
  * and on the CPU. Where they differ, prefills, continuations and scoring run in pieces of at most
- * `SAFE_TOKENS` new tokens (scheduler.ts, engine.ts); where they agree there is no limit.
+ * `SAFE_TOKENS` new tokens (scheduler.ts, engine.ts); where they agree there is no limit. Where the engine
+ * has the attention apply the q/k norms (forms.ts `attentionNorms`), the device's probe does too, against
+ * the CPU's separate norms (its kernel refuses the norm inputs).
  *
  * @module
  */
 
-import { GraphBuilder } from "../onnx/builder.ts";
+import { GraphBuilder, type Value } from "../onnx/builder.ts";
 import { OPS } from "../onnx/ops.ts";
 import type { Qwen3Config } from "../model/hf_config.ts";
 import { ropeTables } from "../model/graph/rope.ts";
@@ -29,23 +31,32 @@ export const SAFE_TOKENS = 31;
 /** Largest difference from the CPU accepted (measured right: ≤ 2e-7; wrong: ≥ 1e-2). */
 const TOLERANCE = 1e-4;
 
+/** The probe's q/k norm epsilon (Qwen3's). */
+const NORM_EPS = 1e-6;
+
 const verdicts = new Map<string, number>();
 
 /**
- * New tokens a GroupQueryAttention call may carry on `ep` for `cfg`'s heads (Infinity: no limit). The
- * probe's session opens with `providerOptions`, the engine's own (none of them changes the arithmetic).
+ * New tokens a GroupQueryAttention call may carry on `ep` for `cfg`'s heads (Infinity: no limit), with
+ * the q/k norms inside it where `attentionNorms`. The probe's session opens with `providerOptions`, the
+ * engine's own (none of them changes the arithmetic).
  */
 export function attentionTokenLimit(
   ep: ExecutionProvider,
   cfg: Qwen3Config,
   providerOptions: ProviderOptions = {},
+  attentionNorms = false,
 ): number {
   if (ep === "cpu") return Infinity;
   const { num_attention_heads: h, num_key_value_heads: kv, head_dim: d } = cfg;
-  const key = `${ep}:${h}:${kv}:${d}`;
+  const key = `${ep}:${h}:${kv}:${d}:${attentionNorms}`;
   let limit = verdicts.get(key);
   if (limit === undefined) {
-    const [cpu, device] = [runProbe("cpu", h, kv, d, {}), runProbe(ep, h, kv, d, providerOptions)];
+    const heads = { heads: h, kvHeads: kv, dim: d };
+    const [cpu, device] = [
+      runProbe("cpu", { ...heads, norms: attentionNorms ? "before" : "none" }, {}),
+      runProbe(ep, { ...heads, norms: attentionNorms ? "inside" : "none" }, providerOptions),
+    ];
     const worst = cpu.reduce((w, v, i) => Math.max(w, Math.abs(v - device[i])), 0);
     limit = worst <= TOLERANCE ? Infinity : SAFE_TOKENS;
     verdicts.set(key, limit);
@@ -53,28 +64,49 @@ export function attentionTokenLimit(
   return limit;
 }
 
+/** The probe's attention: head counts, head size, and q/k norms none, before it (CPU) or inside it. */
+interface ProbeHeads {
+  heads: number;
+  kvHeads: number;
+  dim: number;
+  norms: "none" | "before" | "inside";
+}
+
 /** One first-prompt GroupQueryAttention call of PROBE_TOKENS tokens on `ep`; returns its output. */
-function runProbe(
-  ep: ExecutionProvider,
-  heads: number,
-  kvHeads: number,
-  dim: number,
-  providerOptions: ProviderOptions,
-): Float32Array {
+function runProbe(ep: ExecutionProvider, p: ProbeHeads, providerOptions: ProviderOptions): Float32Array {
+  const { heads, kvHeads, dim } = p;
   const S = PROBE_TOKENS;
   const g = new GraphBuilder("gqa_probe");
   const rope = ropeTables(dim, 1e6, S);
+  // Norm weights other than ones, so that a kernel reading them wrong differs.
+  const weight = (at: number) =>
+    g.constant(Float32Array.from({ length: dim }, (_, i) => at + i / dim), [dim]);
+  const norms = p.norms === "none" ? null : { q: weight(0.5), k: weight(1.5) }; // [D] each
+  const normedBefore = (x: Value, w: Value, count: number) =>
+    OPS.Reshape.emit(
+      g,
+      OPS.SimplifiedLayerNormalization.emit(g, OPS.Reshape.emit(g, x, [1, S, count, dim]), w, NORM_EPS),
+      [1, S, count * dim],
+    ); // [1, S, count*D]
+  const [q, k] = [
+    g.input("q", "float32", [1, S, heads * dim]),
+    g.input("k", "float32", [1, S, kvHeads * dim]),
+  ];
+  const before = norms && p.norms === "before";
+  const inside = norms && p.norms === "inside" ? norms : null;
   const [y, presentKey, presentValue] = OPS.GroupQueryAttention.emit(g, {
-    query: g.input("q", "float32", [1, S, heads * dim]),
-    key: g.input("k", "float32", [1, S, kvHeads * dim]),
+    query: before ? normedBefore(q, norms.q, heads) : q,
+    key: before ? normedBefore(k, norms.k, kvHeads) : k,
     value: g.input("v", "float32", [1, S, kvHeads * dim]),
+    qNormWeight: inside?.q,
+    kNormWeight: inside?.k,
     pastKey: g.input("past_key", "float32", [1, kvHeads, 0, dim]),
     pastValue: g.input("past_value", "float32", [1, kvHeads, 0, dim]),
     seqlensK: g.input("seqlens_k", "int32", [1]),
     totalSequenceLength: g.input("total", "int32", []),
     cosCache: g.initializer("cos", rope.cos, [rope.positions, rope.half]),
     sinCache: g.initializer("sin", rope.sin, [rope.positions, rope.half]),
-  }, { numHeads: heads, kvNumHeads: kvHeads, doRotary: true });
+  }, { numHeads: heads, kvNumHeads: kvHeads, doRotary: true, qkNormEpsilon: inside ? NORM_EPS : undefined });
   g.output(y, "y");
   g.output(presentKey, "present_key");
   g.output(presentValue, "present_value");

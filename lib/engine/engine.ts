@@ -159,7 +159,7 @@ export class InferenceEngine {
     const built = buildInferenceModel(model, lora, forms, sessionWeights(options), "all", form);
     const session = await openEngineSession(built.bytes, built.externalFolder, options, built.shared);
     const limit = session.device
-      ? attentionTokenLimit(options.ep ?? "cpu", model.config, options.providerOptions)
+      ? attentionTokenLimit(options.ep ?? "cpu", model.config, options.providerOptions, forms.attentionNorms)
       : Infinity;
     let merged: MergedWeights | null = null;
     let decode: DecodeSession | null = null;
