@@ -9,18 +9,22 @@
  * argmax both and keeps one by a `Where` on the device (head.ts `sampleUnbranched`). A captured graph is
  * the step's dispatches recorded once and replayed by the provider without walking the graph again.
  *
+ * Every input and output of a step is in device memory, written in place before it (the small ones per
+ * batch size); uncaptured, a step binds them for its run only, as the main session binds its own, so that
+ * no binding keeps a released cache's memory alive (onnxruntime's binding holds the tensors it is given).
+ *
  * What capture needs (onnxruntime 1.30's WebGPU provider; docs/ENGINE_FACTS.md, "Graph capture of the
- * decode step"), and how this file meets it (uncaptured, the same bindings serve: every step of a binding
- * reuses them):
+ * decode step"), and how this file meets it:
  * - **No control flow in the graph**: the session refuses capture for a graph with an If; the decode
  *   graph has none. It takes the main graph's weight inputs (with an adapter shape, the merged Linear
  *   stacks: merged_weights.ts) and folds the rest of the checkpoint itself (the embedding, the norms).
  * - **The same buffers at every replay**: a replay reads and writes the buffers bound when it was
  *   captured, and host inputs are not copied again. So every input and output lives in device memory,
- *   bound once per cache binding (one batch's rows of one KV cache) and written in place before each
- *   step: token ids, cache positions (`seqlens_k`), temperatures, uniforms; the weight inputs in fixed
- *   device tensors rewritten by `setWeights`, which the engine's main session binds too (one copy on the
- *   device); the KV cache bound as GroupQueryAttention's past and present.
+ *   bound once per cache binding (one batch's rows of one KV cache; the binding, and so the cache's
+ *   memory, is kept until the session closes) and written in place before each step: token ids, cache
+ *   positions (`seqlens_k`), temperatures, uniforms; the weight inputs in fixed device tensors rewritten
+ *   by `setWeights`, which the engine's main session binds too (one copy on the device); the KV cache
+ *   bound as GroupQueryAttention's past and present.
  *   `total_seq_len`, which the attention kernel reads on the host, is bound once as the cache's capacity
  *   (each sequence's length comes from `seqlens_k`). Each output is written by a kernel: a replay
  *   repeats dispatches, not the buffer copies a Reshape into a bound output makes (head.ts).
@@ -38,7 +42,12 @@
  * @module
  */
 
-import type { DeviceElementType, DeviceMemory, DeviceTensor, OrtValueHandle } from "../ort/device.ts";
+import {
+  type DeviceElementType,
+  type DeviceMemory,
+  DeviceTensor,
+  type OrtValueHandle,
+} from "../ort/device.ts";
 import { type HostTensor, OrtTensor } from "../ort/value.ts";
 import { DeviceEngineSession, type FixedRun } from "./device_session.ts";
 import type { GraphForms } from "../model/graph/forms.ts";
@@ -72,9 +81,8 @@ export interface DecodeStepOutput {
   logprobs: number[];
 }
 
-/** One cache binding's step: its device inputs and outputs and host staging, bound once. */
-interface BoundStep {
-  run: FixedRun;
+/** A batch size's step inputs and outputs: host staging, and the device tensors a step reads and writes. */
+interface StepIO {
   /** Host arrays copied into `device` before each step (same order). */
   staged: OrtTensor[];
   device: DeviceTensor[];
@@ -95,7 +103,10 @@ export class DecodeSession {
   readonly #weights = new Map<string, DeviceTensor>();
   /** Whether a step has bound `#weights` (a graph captured with them): no weight may be added after. */
   #weightsBound = false;
-  readonly #steps = new WeakMap<CacheBinding, BoundStep>();
+  /** Step inputs and outputs by batch size, shared by every cache binding of that size. */
+  readonly #io = new Map<number, StepIO>();
+  /** Under capture: each cache binding's run, bound once (its graph is captured by its first run). */
+  readonly #captured = new WeakMap<CacheBinding, FixedRun>();
   #nextGraph = 1;
   /** Decode steps run here (a count for tests and stats; under capture each is a capture or a replay). */
   steps = 0;
@@ -195,68 +206,91 @@ export class DecodeSession {
     return device;
   }
 
-  /** Runs one decode step (`DecodeSession.accepts(input)`) on the binding's bound values. */
-  step(input: DecodeStepInput): DecodeStepOutput {
+  /**
+   * Runs one decode step (`DecodeSession.accepts(input)`). Uncaptured, the step's values are bound for
+   * that run only, as the main session binds its own, so that no binding holds a released cache's memory;
+   * under capture, through the binding's captured graph, whose bindings stay (module comment).
+   */
+  async step(input: DecodeStepInput): Promise<DecodeStepOutput> {
     const B = input.batch;
-    const s = this.#stepFor(input.cache, B);
+    const io = this.#ioFor(B);
     for (let b = 0; b < B; b++) {
-      s.ids[b] = BigInt(input.ids[b]);
-      s.seqlens[b] = input.seqlens[b];
-      s.uniforms[b] = input.uniforms[b];
+      io.ids[b] = BigInt(input.ids[b]);
+      io.seqlens[b] = input.seqlens[b];
+      io.uniforms[b] = input.uniforms[b];
     }
-    s.temperature.fill(input.sampling.temperature);
-    this.#memory.upload(s.staged.map((h, i) => [h, s.device[i]]));
-    s.run.run();
+    io.temperature.fill(input.sampling.temperature);
+    this.#memory.upload(io.staged.map((h, i) => [h, io.device[i]]));
+    this.#weightsBound = true;
+    if (this.captures) this.#capturedRun(input.cache, io).run();
+    else await this.#session.run(this.#inputs(input.cache, io), this.#outputs(input.cache, io));
     this.steps += 1;
-    this.#memory.download([s.tokens, s.logprobs]);
-    return { tokens: Array.from(s.tokens[1].data, Number), logprobs: Array.from(s.logprobs[1].data) };
+    this.#memory.download([io.tokens, io.logprobs]);
+    return { tokens: Array.from(io.tokens[1].data, Number), logprobs: Array.from(io.logprobs[1].data) };
   }
 
-  /** The binding's step, bound on first use (under capture, its graph is captured by its first run). */
-  #stepFor(cache: CacheBinding, B: number): BoundStep {
-    let step = this.#steps.get(cache);
-    if (step) return step;
-    const memory = this.#memory;
+  /** The step inputs and outputs of batch size `B`, made on first use. */
+  #ioFor(B: number): StepIO {
+    let io = this.#io.get(B);
+    if (io) return io;
     const ids = new BigInt64Array(B), seqlens = new Int32Array(B);
     const temperature = new Float32Array(B), uniforms = new Float32Array(B);
-    // GroupQueryAttention's total length, read on the host: the cache's capacity M, an upper bound that
-    // holds at every step (each sequence's own length comes from seqlens_k, on the device). The kernel
-    // reads it where it is bound, and a replay not at all, so it must not change.
-    const total = Int32Array.of((cache.layers[0].key as DeviceTensor).dims[2]);
     const staged = [
       new OrtTensor("int64", ids, [B]),
       new OrtTensor("int32", seqlens, [B]),
       new OrtTensor("float32", temperature, [B]),
       new OrtTensor("float32", uniforms, [B]),
     ];
-    const device = staged.map((h) => memory.tensor(h.type as "int64" | "int32" | "float32", h.dims));
-    const tokens = memory.tensor("int64", [B]);
-    const logprobs = memory.tensor("float32", [B]);
-    const io = cacheIO(cache, (t) => t as DeviceTensor);
-    this.#weightsBound = true;
-    const inputs: Record<string, OrtValueHandle> = {
-      ...io.past,
-      ...Object.fromEntries(this.#weights), // the engine's weight inputs (setWeights)
-      [IO.ids]: device[0],
-      [IO.seqlens]: device[1],
-      [IO.temperature]: device[2],
-      [IO.uniforms]: device[3],
-      [IO.total]: new OrtTensor("int32", total, []),
-    };
-    const outputs = { ...io.present, [IO.nextTokens]: tokens, [IO.nextLogprobs]: logprobs };
-    step = {
-      run: this.#session.fixedRun(inputs, outputs, this.captures ? this.#nextGraph++ : null),
+    const memory = this.#memory;
+    io = {
       staged,
-      device,
+      device: staged.map((h) => memory.tensor(h.type as "int64" | "int32" | "float32", h.dims)),
       ids,
       seqlens,
       temperature,
       uniforms,
-      tokens: [tokens, new OrtTensor("int64", new BigInt64Array(B), [B])],
-      logprobs: [logprobs, new OrtTensor("float32", new Float32Array(B), [B])],
+      tokens: [memory.tensor("int64", [B]), new OrtTensor("int64", new BigInt64Array(B), [B])],
+      logprobs: [memory.tensor("float32", [B]), new OrtTensor("float32", new Float32Array(B), [B])],
     };
-    this.#steps.set(cache, step);
-    return step;
+    this.#io.set(B, io);
+    return io;
+  }
+
+  /** The graph's inputs for a step on `cache`: device tensors, and the one host scalar. */
+  #inputs(cache: CacheBinding, io: StepIO): Record<string, DeviceTensor | HostTensor> {
+    // GroupQueryAttention's total length, read on the host: the cache's capacity M, an upper bound that
+    // holds at every step (each sequence's own length comes from seqlens_k, on the device). Under capture
+    // the kernel reads it where it is bound, and a replay not at all, so it must not change.
+    const total = Int32Array.of((cache.layers[0].key as DeviceTensor).dims[2]);
+    return {
+      ...cacheIO(cache, (t) => t as DeviceTensor).past,
+      ...Object.fromEntries(this.#weights), // the engine's weight inputs (setWeights)
+      [IO.ids]: io.device[0],
+      [IO.seqlens]: io.device[1],
+      [IO.temperature]: io.device[2],
+      [IO.uniforms]: io.device[3],
+      [IO.total]: { type: "int32", data: total, dims: [] },
+    };
+  }
+
+  /** The graph's outputs for a step on `cache`: the cache in place, the token and log-prob tensors. */
+  #outputs(cache: CacheBinding, io: StepIO): Record<string, DeviceTensor> {
+    const present = cacheIO(cache, (t) => t as DeviceTensor).present;
+    return { ...present, [IO.nextTokens]: io.tokens[0], [IO.nextLogprobs]: io.logprobs[0] };
+  }
+
+  /** The binding's captured run, bound on first use (its graph is captured by its first run). */
+  #capturedRun(cache: CacheBinding, io: StepIO): FixedRun {
+    let run = this.#captured.get(cache);
+    if (!run) {
+      const inputs: Record<string, OrtValueHandle> = {};
+      for (const [name, t] of Object.entries(this.#inputs(cache, io))) {
+        inputs[name] = t instanceof DeviceTensor ? t : OrtTensor.of(t); // kept with the binding
+      }
+      run = this.#session.fixedRun(inputs, this.#outputs(cache, io), this.#nextGraph++);
+      this.#captured.set(cache, run);
+    }
+    return run;
   }
 
   /** Frees the session and the device tensors made here (the weight buffers too: close the engine's first). */

@@ -50,7 +50,7 @@ export class DeviceEngineSession implements EngineSession {
   readonly #session: OrtSession;
   readonly #binding: IoBinding;
   /** Bindings and run options of `fixedRun`s, released with the session. */
-  readonly #fixed: { binding: IoBinding; options: RunOptions | null }[] = [];
+  readonly #fixed: { binding: IoBinding; options: RunOptions }[] = [];
 
   constructor(session: OrtSession, device: DeviceMemory) {
     this.#session = session;
@@ -89,37 +89,37 @@ export class DeviceEngineSession implements EngineSession {
   }
 
   /**
-   * A run whose values are bound once and stay bound (decode_session.ts): each `run()` runs the session on
-   * them, with run option `gpu_graph_id` = `graphId` where given, which on a session opened with
+   * A run whose values are bound once and stay bound (graph capture, decode_session.ts): each `run()`
+   * runs the session on them with run option `gpu_graph_id` = `graphId`, which on a session opened with
    * `enableGraphCapture` captures the run's dispatches the first time and replays them after. The caller
    * changes inputs by writing into the bound tensors, never by binding others.
    */
   fixedRun(
     inputs: Record<string, OrtValueHandle>,
     outputs: Record<string, DeviceTensor>,
-    graphId: number | null,
+    graphId: number,
   ): FixedRun {
     const binding = this.#session.createBinding();
-    const options = graphId === null ? null : new RunOptions({ [GRAPH_ID_KEY]: String(graphId) });
+    const options = new RunOptions({ [GRAPH_ID_KEY]: String(graphId) });
     try {
       for (const [name, value] of Object.entries(inputs)) binding.input(name, value);
       for (const [name, value] of Object.entries(outputs)) binding.output(name, value);
     } catch (e) {
       binding.release();
-      options?.release();
+      options.release();
       throw e;
     }
     this.#fixed.push({ binding, options });
     return {
       run: () => {
-        this.#session.runBinding(binding, options ?? undefined);
+        this.#session.runBinding(binding, options);
         binding.synchronizeOutputs();
       },
     };
   }
 
   close(): Promise<void> {
-    this.#fixed.forEach((f) => (f.binding.release(), f.options?.release()));
+    this.#fixed.forEach((f) => (f.binding.release(), f.options.release()));
     this.#binding.release();
     this.device.release(); // device tensors still live (a cache not released), before the session's allocator
     this.#session.release();

@@ -137,6 +137,40 @@ webgpuTest(
   },
 );
 
+webgpuTest(
+  "uncaptured decode steps on many batches do not hold the memory of the caches released",
+  async () => {
+    const model = await openModelDir(await makeTinyModel({ vocab: VOCAB, tokenizer: false, seed: 11 }));
+    const e = await InferenceEngine.create(model, null, { ep: "webgpu", decodeGraph: true });
+    try {
+      const [rows, capacity, batches] = [8, 4000, 20];
+      const probe = e.createCache(rows, capacity);
+      const cacheBytes = probe.bytes; // 16 MB: device memory is host memory on lavapipe
+      probe.release();
+      const generate = async () => {
+        const prompts = Array.from({ length: rows }, (_, i) => [1, 2, 3 + i]);
+        const batch = new GenerationBatch(e, prompts, capacity, Array(rows).fill(3));
+        await batch.generate({ maxNewTokens: 3, temperature: 0 });
+        batch.release();
+      };
+      await generate(); // warm-up: sessions, kernels, the first cache
+      const before = Deno.memoryUsage().rss;
+      for (let i = 0; i < batches; i++) await generate();
+      const grown = Deno.memoryUsage().rss - before;
+      assert.ok(e.decodeGraphSteps > 0, "the steps ran in the decode session");
+      // Held, the caches would add batches × cacheBytes (320 MB; measured 16 MB a batch before the fix).
+      assert.ok(
+        grown < (batches * cacheBytes) / 4,
+        `RSS grew ${(grown / 2 ** 20).toFixed(0)} MB over ${batches} batches of ${
+          (cacheBytes / 2 ** 20).toFixed(0)
+        } MB caches`,
+      );
+    } finally {
+      await e.close();
+    }
+  },
+);
+
 /** y = x + x over n floats, with x and y bound in device memory. */
 function addSession(options: Record<string, string>) {
   const g = new GraphBuilder("add");
