@@ -147,26 +147,26 @@ export function buildInferenceModel(
     toDtype(g, g.initializer(name, data, [rope.positions, rope.half]), forms.compute); // [P, D/2]
   const [cos, sin] = [table("rope.cos", rope.cos), table("rope.sin", rope.sin)]; // GQA takes them in q's dtype
 
-  // GroupQueryAttention's layout [B, S, E]: a shape computed from the ids in the main graph, a constant in
-  // the decode graph, so that no shape there is computed from a device tensor (a copy to the host inside
-  // the run, which graph capture refuses): S = 1, rows N = B. Where GroupQueryAttention applies the q/k
-  // norms (`forms.attentionNorms`, WebGPU) q, k and v are reshaped to it as projected; elsewhere q and k
-  // leave their norm in it (`headLayout`). The decode graph runs on WebGPU only, so always in the first
-  // form: with its constant layout in the second, onnxruntime 1.30 fuses the norms into the attention on
-  // its own (GroupQueryAttentionPreNormFusion) and refuses the session, "Inputs 0 (query) shall be 3
-  // dimensions" (its fused query is the rows before the norm's Reshapes).
+  // GroupQueryAttention's layout [B, S, ·]: a shape computed from the ids in the main graph; a constant in
+  // the decode graph ([-1, 1, ·]: S = 1, rows N = B), so that no shape there is computed from a device
+  // tensor (a copy to the host inside the run, which graph capture refuses). Where GroupQueryAttention
+  // applies the q/k norms (`forms.attentionNorms`: WebGPU, so always in the decode graph), q/k/v's Gemm
+  // output takes the layout before its Split (decoder.ts `attentionLayout`), one Reshape a layer for the
+  // three. Elsewhere q and k leave their norm in it (`headLayout`) and v is reshaped to it here. Not the
+  // decode graph with norms before the attention: in its constant layout onnxruntime 1.30 fuses them into
+  // the attention on its own (GroupQueryAttentionPreNormFusion) and refuses the session, "Inputs 0 (query)
+  // shall be 3 dimensions" (its fused query is the rows before the norm's Reshapes).
   const batched = heads === "decode" ? null : Concat.emit(g, [Shape.emit(g, ids), g.ints([-1])], 0); // [3]
-  const toBatch = (x: Value, e: number) => Reshape.emit(g, x, batched ?? [-1, 1, e]); // [B, S, E]
+  const layout = batched ?? [-1, 1, (cfg.num_attention_heads + 2 * nKV) * D];
   const attentionNorms = forms.attentionNorms || heads === "decode";
   if (attentionNorms && forms.ep !== "webgpu") {
     throw new Error(`inference graph: GroupQueryAttention's q/k norms need webgpu, not ${forms.ep}`);
   }
-  const inLayout = (x: Value, e: number) => (attentionNorms ? toBatch(x, e) : x); // [B, S, E]
   const attention: AttentionFn = (layer, q, k, v, norms) => {
     const [out, presentKey, presentValue] = GroupQueryAttention.emit(g, {
-      query: inLayout(q, cfg.num_attention_heads * D), // [B, S, nH*D]
-      key: inLayout(k, nKV * D), // [B, S, nKV*D]
-      value: toBatch(v, nKV * D), // [B, S, nKV*D]
+      query: q, // [B, S, nH*D] (attentionLayout, or headLayout)
+      key: k, // [B, S, nKV*D] (attentionLayout, or headLayout)
+      value: attentionNorms ? v : Reshape.emit(g, v, layout), // [B, S, nKV*D]
       pastKey: past[layer].key,
       pastValue: past[layer].value,
       seqlensK: seqlens,
@@ -192,6 +192,7 @@ export function buildInferenceModel(
     lora: loraInputs,
     attention,
     attentionNorms,
+    attentionLayout: layout,
     headLayout: attentionNorms ? undefined : batched ?? undefined,
   };
   const hidden = decoder(g, flatIds, parts); // [N, H]

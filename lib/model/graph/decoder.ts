@@ -88,6 +88,11 @@ export interface DecoderParts {
   normStats?: boolean;
   /** The attention (an `AttentionFn`) applies q's and k's per-head norms itself (forms.ts `attentionNorms`). */
   attentionNorms?: boolean;
+  /**
+   * With `attentionNorms`: the shape q/k/v's Gemm output takes before it is split (the attention's
+   * `[B, S, Σout]`), so q, k and v reach the attention in its layout; default rows `[N, ·]`.
+   */
+  attentionLayout?: Value | number[];
 }
 
 /** Whether a plain norm declares its statistics output (`DecoderParts.normStats`). */
@@ -165,13 +170,14 @@ function decoderLayer(
   const { cfg, weights } = parts;
   const { rms_norm_eps: eps, num_attention_heads: nH, num_key_value_heads: nKV, head_dim: D } = cfg;
   const w = (name: string) => weights.get(`model.layers.${layer}.${name}.weight`);
-  const projs = (input: Value, index: number) => {
+  const projs = (input: Value, index: number, layout?: Value | number[]) => {
     const group = QWEN3_LINEAR_GROUPS[index];
     const members = group.map((linear) => ({
       out: linearShape(cfg, linear)[0],
       lora: parts.lora.pair(layer, linear),
     }));
-    return linearsWithLora(g, input, weights.linears(layer, group), members, parts.lora.group(layer, index));
+    const adapter = parts.lora.group(layer, index);
+    return linearsWithLora(g, input, weights.linears(layer, group), members, adapter, layout);
   };
   const [qkv, o, gateUp, down] = [0, 1, 2, 3]; // QWEN3_LINEAR_GROUPS: q/k/v, o, gate/up, down
 
@@ -179,7 +185,8 @@ function decoderLayer(
   const attention = parts.attention;
   let attn: Value; // [N, nH*D]
   if (typeof attention === "function") {
-    const [qp, kp, v] = projs(n, qkv); // [N, nH*D], [N, nKV*D], [N, nKV*D]
+    const layout = parts.attentionNorms ? parts.attentionLayout : undefined;
+    const [qp, kp, v] = projs(n, qkv, layout); // [N, nH*D], [N, nKV*D], [N, nKV*D] (or in `layout`)
     if (parts.attentionNorms) {
       const norms = headNormWeights(g, w, qp.dtype as ComputeDtype, eps); // [D] each
       attn = g.scope("attn", () => attention(layer, qp, kp, v, norms));
@@ -274,7 +281,9 @@ export interface LinearMember {
  * of a sum of three. The adapter comes in one of two layouts (lora_inputs.ts): per member (pairs: each
  * adds `scale · (x Aᵀ) Bᵀ`, the scale applied to the rank-r product, cheaper than to the `[N, out]`
  * one), or per group (`x A_gᵀ B_gᵀ` over the whole stacked output, two Gemms). x `[N, in]` → one
- * `[N, out_i]` per member. The adapter's float32 inputs are cast to x's dtype.
+ * `[N, out_i]` per member, or with `layout` (the adapter per group only) the stacked output reshaped to it
+ * first (`[B, S, Σout]`, say) and split along its last axis. The adapter's float32 inputs are cast to x's
+ * dtype.
  */
 export function linearsWithLora(
   g: GraphBuilder,
@@ -282,7 +291,11 @@ export function linearsWithLora(
   stacked: Value,
   members: readonly LinearMember[],
   grouped?: LoraGroupValues,
+  layout?: Value | number[],
 ): Value[] {
+  if (layout && members.some((m) => m.lora)) {
+    throw new Error("decoder: a Linear group split in another layout takes its adapter per group");
+  }
   const dtype = (x.dtype ?? "float32") as ComputeDtype;
   let y = Gemm.emit(g, x, stacked, null, { transB: true }); // [N, Σout]
   if (grouped) {
@@ -290,7 +303,9 @@ export function linearsWithLora(
     const u = Gemm.emit(g, x, a, null, { transB: true }); // [N, Σr]
     y = Gemm.emit(g, u, b, y, { transB: true }); // [N, Σout]: u Bᵀ + y, one pass
   }
-  const parts = members.length === 1 ? [y] : Split.emit(g, y, members.map((m) => m.out), 1); // [N, out_i]
+  if (layout) y = Reshape.emit(g, y, layout); // [B, S, Σout]
+  const axis = layout ? -1 : 1;
+  const parts = members.length === 1 ? [y] : Split.emit(g, y, members.map((m) => m.out), axis); // [N, out_i]
   return parts.map((part, i) => {
     const lora = members[i].lora;
     if (!lora) return part;
