@@ -331,7 +331,7 @@ class BindingBound implements BoundTensor {
   readonly tensor: ort.Tensor;
 
   constructor(host: HostTensor) {
-    this.tensor = bindingTensor(host);
+    this.tensor = bindingTensor(host, true);
   }
 
   release(): void {}
@@ -351,10 +351,10 @@ class BindingEngineSession implements EngineSession {
   }
 
   async run(inputs: Record<string, Feed>, outputs: Record<string, Feed>): Promise<void> {
-    const wrap = (feeds: Record<string, Feed>) =>
-      mapValues(feeds, (f) => (f instanceof BindingBound ? f.tensor : bindingTensor(f as HostTensor)));
+    const wrap = (feeds: Record<string, Feed>, input: boolean) =>
+      mapValues(feeds, (f) => (f instanceof BindingBound ? f.tensor : bindingTensor(f as HostTensor, input)));
     // Pre-allocated fetches are written in place; the copies the binding returns are dropped.
-    await this.#session.run(wrap(inputs), wrap(outputs) as ort.InferenceSession.FetchesType);
+    await this.#session.run(wrap(inputs, true), wrap(outputs, false) as ort.InferenceSession.FetchesType);
   }
 
   async close(): Promise<void> {
@@ -370,9 +370,19 @@ function hostOnly(tensor: HostTensor | DeviceTensor): HostTensor {
   return tensor;
 }
 
-/** An onnxruntime-node tensor over the host tensor's memory (no copy). */
-function bindingTensor(host: HostTensor): ort.Tensor {
-  return new ort.Tensor(host.type, host.data as Float32Array, host.dims);
+/**
+ * An onnxruntime-node tensor over the host tensor's memory (no copy). The binding refuses memory of a
+ * SharedArrayBuffer ("Invalid argument"), which an input may be (the Linear stacks a merged adapter is
+ * computed from are read from shared weights): such an input is given as a copy; an output, which is
+ * written in place, is refused in one line.
+ */
+function bindingTensor(host: HostTensor, input: boolean): ort.Tensor {
+  const shared = host.data.buffer instanceof SharedArrayBuffer;
+  if (shared && !input) {
+    throw new Error("engine session: onnxruntime-node cannot write an output into a SharedArrayBuffer");
+  }
+  const data = shared ? host.data.slice() : host.data;
+  return new ort.Tensor(host.type, data as Float32Array, host.dims);
 }
 
 function mapValues<A, B>(record: Record<string, A>, f: (a: A) => B): Record<string, B> {
