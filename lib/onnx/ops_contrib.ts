@@ -43,8 +43,8 @@ export interface GqaInputs {
   headSink?: Value;
   /**
    * `[D]` RMSNorm weights applied to each head of the query and of the new key before RoPE (both or
-   * neither; `qkNormEpsilon`). onnxruntime 1.30's WebGPU and CUDA kernels take them; its CPU kernel
-   * refuses them at run time.
+   * neither; `qkNormEpsilon`). onnxruntime 1.30's WebGPU kernel takes them (CUDA's too, says the CPU
+   * kernel's refusal; not tried here); its CPU kernel refuses them at run time.
    */
   qNormWeight?: Value;
   kNormWeight?: Value;
