@@ -223,7 +223,10 @@ export class DecodeSession {
     this.#memory.upload(io.staged.map((h, i) => [h, io.device[i]]));
     this.#weightsBound = true;
     if (this.captures) this.#capturedRun(input.cache, io).run();
-    else await this.#session.run(this.#inputs(input.cache, io), this.#outputs(input.cache, io));
+    else {
+      const { inputs, outputs } = this.#values(input.cache, io);
+      await this.#session.run(inputs, outputs);
+    }
     this.steps += 1;
     this.#memory.download([io.tokens, io.logprobs]);
     return { tokens: Array.from(io.tokens[1].data, Number), logprobs: Array.from(io.logprobs[1].data) };
@@ -256,14 +259,18 @@ export class DecodeSession {
     return io;
   }
 
-  /** The graph's inputs for a step on `cache`: device tensors, and the one host scalar. */
-  #inputs(cache: CacheBinding, io: StepIO): Record<string, DeviceTensor | HostTensor> {
+  /**
+   * The graph's inputs for a step on `cache` (device tensors, and the one host scalar) and its outputs (the
+   * cache in place, the token and log-prob tensors).
+   */
+  #values(cache: CacheBinding, io: StepIO) {
+    const { past, present } = cacheIO(cache, (t) => t as DeviceTensor);
     // GroupQueryAttention's total length, read on the host: the cache's capacity M, an upper bound that
     // holds at every step (each sequence's own length comes from seqlens_k, on the device). Under capture
     // the kernel reads it where it is bound, and a replay not at all, so it must not change.
     const total = Int32Array.of((cache.layers[0].key as DeviceTensor).dims[2]);
-    return {
-      ...cacheIO(cache, (t) => t as DeviceTensor).past,
+    const inputs: Record<string, DeviceTensor | HostTensor> = {
+      ...past,
       ...Object.fromEntries(this.#weights), // the engine's weight inputs (setWeights)
       [IO.ids]: io.device[0],
       [IO.seqlens]: io.device[1],
@@ -271,23 +278,20 @@ export class DecodeSession {
       [IO.uniforms]: io.device[3],
       [IO.total]: { type: "int32", data: total, dims: [] },
     };
-  }
-
-  /** The graph's outputs for a step on `cache`: the cache in place, the token and log-prob tensors. */
-  #outputs(cache: CacheBinding, io: StepIO): Record<string, DeviceTensor> {
-    const present = cacheIO(cache, (t) => t as DeviceTensor).present;
-    return { ...present, [IO.nextTokens]: io.tokens[0], [IO.nextLogprobs]: io.logprobs[0] };
+    const outputs = { ...present, [IO.nextTokens]: io.tokens[0], [IO.nextLogprobs]: io.logprobs[0] };
+    return { inputs, outputs };
   }
 
   /** The binding's captured run, bound on first use (its graph is captured by its first run). */
   #capturedRun(cache: CacheBinding, io: StepIO): FixedRun {
     let run = this.#captured.get(cache);
     if (!run) {
+      const values = this.#values(cache, io);
       const inputs: Record<string, OrtValueHandle> = {};
-      for (const [name, t] of Object.entries(this.#inputs(cache, io))) {
+      for (const [name, t] of Object.entries(values.inputs)) {
         inputs[name] = t instanceof DeviceTensor ? t : OrtTensor.of(t); // kept with the binding
       }
-      run = this.#session.fixedRun(inputs, this.#outputs(cache, io), this.#nextGraph++);
+      run = this.#session.fixedRun(inputs, values.outputs, this.#nextGraph++);
       this.#captured.set(cache, run);
     }
     return run;
