@@ -108,6 +108,12 @@ export class DecodeSession {
   /** Under capture: each cache binding's run, bound once (its graph is captured by its first run). */
   readonly #captured = new WeakMap<CacheBinding, FixedRun>();
   #nextGraph = 1;
+  /**
+   * The step last started: steps share their input and output buffers (`#io`, per batch size), and an
+   * uncaptured run awaits between writing them and reading its outputs, so each step waits for the one
+   * before it (two callers stepping one engine at once would otherwise read each other's tokens).
+   */
+  #last: Promise<unknown> = Promise.resolve();
   /** Decode steps run here (a count for tests and stats; under capture each is a capture or a replay). */
   steps = 0;
 
@@ -209,9 +215,16 @@ export class DecodeSession {
   /**
    * Runs one decode step (`DecodeSession.accepts(input)`). Uncaptured, the step's values are bound for
    * that run only, as the main session binds its own, so that no binding holds a released cache's memory;
-   * under capture, through the binding's captured graph, whose bindings stay (module comment).
+   * under capture, through the binding's captured graph, whose bindings stay (module comment). Steps run
+   * one at a time, in the order they were called (`#last`).
    */
-  async step(input: DecodeStepInput): Promise<DecodeStepOutput> {
+  step(input: DecodeStepInput): Promise<DecodeStepOutput> {
+    const output = this.#last.then(() => this.#step(input));
+    this.#last = output.catch(() => {}); // a failed step is its caller's error; the next one still runs
+    return output;
+  }
+
+  async #step(input: DecodeStepInput): Promise<DecodeStepOutput> {
     const B = input.batch;
     const io = this.#ioFor(B);
     for (let b = 0; b < B; b++) {

@@ -5,7 +5,7 @@
  * (`decode_graph` false): the same tokens and log-probs, greedy and sampled, float32 and float16, with an
  * adapter, through a second turn under another adapter (set after the first steps were bound, or captured)
  * whose continuation runs on the main graph on the same cache; every decode step went through the decode
- * session. And what capture needs from onnxruntime 1.30 itself: several captured graphs in one session,
+ * session; steps called at once on two caches each get their own cache's token. And what capture needs from onnxruntime 1.30 itself: several captured graphs in one session,
  * picked by `gpu_graph_id`, -1 running uncaptured; a graph with an If refused with onnxruntime's message.
  *
  * Runs where WebGPU starts (CI: lavapipe) and is skipped elsewhere (helpers/webgpu.ts).
@@ -168,6 +168,59 @@ webgpuTest(
       );
     } finally {
       await e.close();
+    }
+  },
+);
+
+webgpuTest(
+  "decode steps called at once on two caches each give their own cache's token, uncaptured and captured",
+  async () => {
+    const model = await openModelDir(await makeTinyModel({ vocab: VOCAB, tokenizer: false, seed: 11 }));
+    for (const graphCapture of [false, true]) {
+      const e = await InferenceEngine.create(model, null, { ep: "webgpu", decodeGraph: true, graphCapture });
+      const sampling = { temperature: 0, topK: 0, topP: 1 };
+      const prompts = [[1, 2, 3], [400, 300, 200]];
+      /** Two caches holding the prompts; then one decode step on each, called at once or one after the other. */
+      const decode = async (atOnce: boolean) => {
+        const caches = prompts.map(() => e.createCache(1, 64));
+        try {
+          for (const [i, ids] of prompts.entries()) {
+            const cache = caches[i].range(0, 1);
+            await e.step({
+              ids,
+              batch: 1,
+              width: 3,
+              seqlens: [2],
+              sampleAt: [2],
+              uniforms: [0.5],
+              sampling,
+              cache,
+            });
+          }
+          const step = (i: number) =>
+            e.step({
+              ids: [prompts[i][0]],
+              batch: 1,
+              width: 1,
+              seqlens: [3],
+              sampleAt: [0],
+              uniforms: [0.5],
+              sampling,
+              cache: caches[i].range(0, 1),
+            });
+          return atOnce ? await Promise.all([step(0), step(1)]) : [await step(0), await step(1)];
+        } finally {
+          caches.forEach((c) => c.release());
+        }
+      };
+      try {
+        const alone = await decode(false);
+        assert.notDeepEqual(alone[0], alone[1], "the two caches' steps differ, so a swap would show");
+        assert.deepEqual(await decode(true), alone, `graph_capture ${graphCapture}`);
+        assert.ok(e.decodeGraphSteps >= 4, "the steps ran in the decode session");
+      } finally {
+        await e.close();
+      }
     }
   },
 );
