@@ -9,17 +9,21 @@
 import type { Qwen3Config } from "../model/hf_config.ts";
 import type { Adapter, LoraSpec } from "../model/lora.ts";
 import type { BatchStats, GenerateOptions, Generation } from "./generate.ts";
-import type { ExecutionProvider, ProviderOptions } from "../ort/providers.ts";
 import type { SharedWeights } from "../model/shared_weights.ts";
-import type { ComputeDtype } from "../model/graph/forms.ts";
+import type { SessionOptions } from "./session.ts";
 import type { ScoredWithAlternatives } from "./engine.ts";
 
 export type { BatchStats, GenerateOptions, Generation, TokenEvent } from "./generate.ts";
 export type { Alternatives, ScoredWithAlternatives } from "./engine.ts";
 export type { SamplingConstraints } from "./constraints.ts";
 
-/** Options of `loadPolicy`. */
-export interface PolicyOptions {
+/**
+ * Options of `loadPolicy`: the engine session's (provider and its options, compute dtype, threads, the
+ * decode graph and graph capture: lib/engine/session.ts) and the policy's own.
+ */
+export interface PolicyOptions
+  extends
+    Pick<SessionOptions, "ep" | "providerOptions" | "compute" | "threads" | "decodeGraph" | "graphCapture"> {
   /** PEFT adapter directory or tensors to start from; default none (the base model). */
   adapter?: string | Adapter | null;
   /**
@@ -34,24 +38,6 @@ export interface PolicyOptions {
    * own or the shared Linears). Default: merged on GPU providers, unmerged on the CPU (`mergesAdapter`).
    */
   mergeAdapter?: boolean;
-  /** Execution provider, default "cpu". */
-  ep?: ExecutionProvider;
-  /** `ep`'s onnxruntime options (webgpu only; from `model.webgpu` by `providerOptionsOf`); default none. */
-  providerOptions?: ProviderOptions;
-  /** Weights and activations: float32 (default), or float16 on a GPU provider. */
-  compute?: ComputeDtype;
-  /** onnxruntime intra-op threads; 0 or absent = one per core. */
-  threads?: number;
-  /**
-   * Plain decode steps on the If-free decode graph in a session of their own (webgpu only;
-   * lib/engine/decode_session.ts; from `model.webgpu.decode_graph`); default true on webgpu.
-   */
-  decodeGraph?: boolean;
-  /**
-   * Those steps under graph capture (webgpu only; lib/engine/decode_session.ts; from
-   * `model.webgpu.graph_capture`); default false.
-   */
-  graphCapture?: boolean;
   /**
    * The model's float32 weights loaded once per process (`loadSharedWeights`), to share with a trainer
    * in the same process instead of holding a copy of its own (lib/engine/session.ts). Posted to the
