@@ -25,13 +25,14 @@
  *   positions (`seqlens_k`), temperatures, uniforms; the weight inputs in fixed device tensors rewritten
  *   by `setWeights`, which the engine's main session binds too (one copy on the device); the KV cache
  *   bound as GroupQueryAttention's past and present.
- *   `total_seq_len`, which the attention kernel reads on the host, is bound once as the cache's capacity
- *   (each sequence's length comes from `seqlens_k`). Each output is written by a kernel: a replay
- *   repeats dispatches, not the buffer copies a Reshape into a bound output makes (head.ts).
+ *   `total_seq_len`, which the attention kernel reads on the host and attends over (each sequence masked
+ *   past its own length, from `seqlens_k`), is fixed per captured graph: a span of `attentionSpan`'s
+ *   series that holds the step's longest sequence. Each output is written by a kernel: a replay repeats
+ *   dispatches, not the buffer copies a Reshape into a bound output makes (head.ts).
  * - **No copy between host and device inside the run**: the decode graph computes no shape from a device
  *   tensor and keeps its scalars per sequence (infer_graph.ts, head.ts say how).
- * - **The same shapes**: one captured graph per cache binding, by `gpu_graph_id` (run_options.ts); the
- *   session keeps every graph it captured, with its small input tensors, until it closes.
+ * - **The same shapes**: one captured graph per cache binding and span, by `gpu_graph_id` (run_options.ts);
+ *   the session keeps every graph it captured, with its small input tensors, until it closes.
  *
  * What the engine's own session runs (engine.ts): prefills and continuations (more than one new token),
  * steps with constraints, alternatives or top-k / top-p, and caches that are staged copies
@@ -105,8 +106,11 @@ export class DecodeSession {
   #weightsBound = false;
   /** Step inputs and outputs by batch size, shared by every cache binding of that size. */
   readonly #io = new Map<number, StepIO>();
-  /** Under capture: each cache binding's run, bound once (its graph is captured by its first run). */
-  readonly #captured = new WeakMap<CacheBinding, FixedRun>();
+  /**
+   * Under capture: each cache binding's runs by attention span, each bound once (its graph is captured by
+   * its first run).
+   */
+  readonly #captured = new WeakMap<CacheBinding, Map<number, FixedRun>>();
   #nextGraph = 1;
   /**
    * The step last started: steps share their input and output buffers (`#io`, per batch size), and an
@@ -116,6 +120,11 @@ export class DecodeSession {
   #last: Promise<unknown> = Promise.resolve();
   /** Decode steps run here (a count for tests and stats; under capture each is a capture or a replay). */
   steps = 0;
+
+  /** Graphs captured (each binding's first run at each span). */
+  get capturedGraphs(): number {
+    return this.#nextGraph - 1;
+  }
 
   private constructor(session: DeviceEngineSession, captures: boolean) {
     this.#session = session;
@@ -235,9 +244,11 @@ export class DecodeSession {
     io.temperature.fill(input.sampling.temperature);
     this.#memory.upload(io.staged.map((h, i) => [h, io.device[i]]));
     this.#weightsBound = true;
-    if (this.captures) this.#capturedRun(input.cache, io).run();
+    const capacity = (input.cache.layers[0].key as DeviceTensor).dims[2];
+    const span = attentionSpan(input.seqlens, capacity, this.captures);
+    if (this.captures) this.#capturedRun(input.cache, io, span).run();
     else {
-      const { inputs, outputs } = this.#values(input.cache, io);
+      const { inputs, outputs } = this.#values(input.cache, io, span);
       await this.#session.run(inputs, outputs);
     }
     this.steps += 1;
@@ -273,15 +284,12 @@ export class DecodeSession {
   }
 
   /**
-   * The graph's inputs for a step on `cache` (device tensors, and the one host scalar) and its outputs (the
-   * cache in place, the token and log-prob tensors).
+   * The graph's inputs for a step on `cache` attending over `span` positions (device tensors, and the one
+   * host scalar) and its outputs (the cache in place, the token and log-prob tensors).
    */
-  #values(cache: CacheBinding, io: StepIO) {
+  #values(cache: CacheBinding, io: StepIO, span: number) {
     const { past, present } = cacheIO(cache, (t) => t as DeviceTensor);
-    // GroupQueryAttention's total length, read on the host: the cache's capacity M, an upper bound that
-    // holds at every step (each sequence's own length comes from seqlens_k, on the device). Under capture
-    // the kernel reads it where it is bound, and a replay not at all, so it must not change.
-    const total = Int32Array.of((cache.layers[0].key as DeviceTensor).dims[2]);
+    const total = Int32Array.of(span); // read on the host; under capture only when captured (attentionSpan)
     const inputs: Record<string, DeviceTensor | HostTensor> = {
       ...past,
       ...Object.fromEntries(this.#weights), // the engine's weight inputs (setWeights)
@@ -295,17 +303,19 @@ export class DecodeSession {
     return { inputs, outputs };
   }
 
-  /** The binding's captured run, bound on first use (its graph is captured by its first run). */
-  #capturedRun(cache: CacheBinding, io: StepIO): FixedRun {
-    let run = this.#captured.get(cache);
+  /** The binding's captured run for `span`, bound on first use (its graph is captured by its first run). */
+  #capturedRun(cache: CacheBinding, io: StepIO, span: number): FixedRun {
+    let runs = this.#captured.get(cache);
+    if (!runs) this.#captured.set(cache, runs = new Map());
+    let run = runs.get(span);
     if (!run) {
-      const values = this.#values(cache, io);
+      const values = this.#values(cache, io, span);
       const inputs: Record<string, OrtValueHandle> = {};
       for (const [name, t] of Object.entries(values.inputs)) {
         inputs[name] = t instanceof DeviceTensor ? t : OrtTensor.of(t); // kept with the binding
       }
       run = this.#session.fixedRun(inputs, values.outputs, this.#nextGraph++);
-      this.#captured.set(cache, run);
+      runs.set(span, run);
     }
     return run;
   }
@@ -314,6 +324,31 @@ export class DecodeSession {
   close(): Promise<void> {
     return this.#session.close(); // frees the device tensors made here with its allocator
   }
+}
+
+/** The shortest attention span a captured graph takes (see `attentionSpan`). */
+export const CAPTURE_SPAN_MIN = 256;
+
+/**
+ * GroupQueryAttention's total length for a decode step whose sequences write their new token at `seqlens`,
+ * in a cache of `capacity` positions. The kernel attends over that many positions, masking each sequence
+ * past its own length, so its work follows the span, not the sequences (measured on lavapipe: a step in a
+ * 16,384-position cache took 4× as long with the capacity as its span as with the longest sequence's
+ * length). Uncaptured, the span is the longest sequence's length, as on the main graph (engine.ts). A
+ * captured graph reads it once, when it is captured, so there it is the smallest of `CAPTURE_SPAN_MIN`,
+ * twice that, and so on, that holds the longest sequence, at most the capacity: a binding's captured
+ * graphs number at most log2(capacity / CAPTURE_SPAN_MIN) + 1, each attending over less than twice what
+ * the step needs.
+ */
+export function attentionSpan(seqlens: ArrayLike<number>, capacity: number, captured: boolean): number {
+  const needed = Math.max(...Array.from(seqlens)) + 1;
+  if (needed > capacity) {
+    throw new Error(`decode step: a sequence reaches position ${needed - 1} of a ${capacity}-position cache`);
+  }
+  if (!captured) return needed;
+  let span = CAPTURE_SPAN_MIN;
+  while (span < needed) span *= 2;
+  return Math.min(span, capacity);
 }
 
 /**

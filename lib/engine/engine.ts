@@ -190,6 +190,14 @@ export class InferenceEngine {
     return this.#decode?.captures ? this.#decode.steps : 0;
   }
 
+  /**
+   * Graphs captured so far: one per cache binding and attention span (decode_session.ts `attentionSpan`);
+   * 0 without `SessionOptions.graphCapture`.
+   */
+  get capturedDecodeGraphs(): number {
+    return this.#decode?.capturedGraphs ?? 0;
+  }
+
   /** Whether this engine takes its adapter merged into the Linears (false: none, or unmerged). */
   get adapterMerged(): boolean {
     return this.#merged !== null;

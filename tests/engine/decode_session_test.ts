@@ -13,7 +13,7 @@
 
 import assert from "node:assert/strict";
 import { InferenceEngine } from "../../lib/engine/engine.ts";
-import { captureRefusal } from "../../lib/engine/decode_session.ts";
+import { attentionSpan, CAPTURE_SPAN_MIN, captureRefusal } from "../../lib/engine/decode_session.ts";
 import { UserError } from "../../lib/errors.ts";
 import { GenerationBatch } from "../../lib/engine/generate.ts";
 import { loraScale } from "../../lib/model/lora.ts";
@@ -113,6 +113,55 @@ for (const compute of ["float32", "float16"] as const) {
     },
   );
 }
+
+webgpuTest(
+  "sequences growing past a captured graph's attention span continue in a second graph, with the main graph's tokens and log-probs",
+  async () => {
+    // The longest prompt caches 252 positions, so its decode steps write at 252, 253, …: the first ones
+    // attend over CAPTURE_SPAN_MIN = 256 positions, the later ones over 512. A graph replayed past its span
+    // would leave the last positions out of the attention.
+    const prompts = [253, 240, 250].map((n, i) => Array.from({ length: n }, (_, j) => (j * 7 + i) % VOCAB));
+    const generate = async (mode: DecodeMode) => {
+      const e = await engine("float32", mode);
+      const batch = new GenerationBatch(e, prompts, 600, [3, 4, 5]);
+      try {
+        const turn = await batch.generate({ maxNewTokens: 12, temperature: 1 });
+        return {
+          turn,
+          graphs: e.capturedDecodeGraphs,
+          steps: e.decodeGraphSteps,
+          decodeSteps: batch.stats.decodeSteps,
+        };
+      } finally {
+        batch.release();
+        await e.close();
+      }
+    };
+    const expected = await generate("main graph");
+    for (const mode of ["decode graph", "captured"] as const) {
+      const got = await generate(mode);
+      assert.equal(got.steps, got.decodeSteps, `${mode}: every decode step on the decode graph`);
+      assert.equal(got.graphs, mode === "captured" ? 2 : 0, `${mode}: graphs captured (spans 256 and 512)`);
+      expected.turn.forEach((want, i) => {
+        const have = got.turn[i];
+        assert.deepEqual(have.tokens, want.tokens, `${mode}, sequence ${i}: tokens`);
+        const worst = Math.max(...want.logprobs.map((lp, j) => Math.abs(lp - have.logprobs[j])));
+        assert.ok(worst <= TOLERANCE, `${mode}, sequence ${i}: worst log-prob difference ${worst}`);
+      });
+    }
+  },
+);
+
+Deno.test("a decode step attends over its longest sequence; a captured one over the span of the series that holds it", () => {
+  assert.equal(attentionSpan([2, 40, 7], 16_384, false), 41);
+  assert.equal(attentionSpan([2, 40, 7], 16_384, true), CAPTURE_SPAN_MIN);
+  assert.equal(attentionSpan([CAPTURE_SPAN_MIN - 1], 16_384, true), CAPTURE_SPAN_MIN);
+  assert.equal(attentionSpan([CAPTURE_SPAN_MIN], 16_384, true), 2 * CAPTURE_SPAN_MIN);
+  assert.equal(attentionSpan([5000], 16_384, true), 8192);
+  assert.equal(attentionSpan([5000], 6000, true), 6000, "at most the capacity");
+  assert.equal(attentionSpan([30], 40, true), 40, "a cache smaller than the series' first span");
+  assert.throws(() => attentionSpan([40], 40, false), /reaches position 40 of a 40-position cache/);
+});
 
 webgpuTest(
   "without FFI (onnxruntime-node's binding, no device bindings) a WebGPU engine decodes on its main graph, with its adapter merged",
