@@ -67,6 +67,20 @@ export interface TrainerOptions extends SessionOptions {
  */
 export const FORWARD_ALONE_FUSIONS = ["DivMulFusion", "QuickGeluFusion"] as const;
 
+/**
+ * On WebGPU the train graph's one Transpose of q/k/v into heads (lib/train/attention.ts) runs as two when
+ * onnxruntime moves it below the Split that follows (the level-1 `TransposeOptimizer`, and the same
+ * optimization inside the layout transformation of a provider preferring NHWC, WebGPU's default): one more
+ * dispatch a layer, 28 in a 28-layer train run, and no Transpose saved elsewhere (measured on lavapipe,
+ * Nov 29: 2,779 → 2,751 dispatches in float32, 2,922 → 2,894 in float16; the forward alone unchanged). The
+ * graphs have no layout-sensitive op (no Conv), so the trainer's WebGPU sessions prefer NCHW, which skips
+ * that transformation, and leave the optimizer out. A Transpose moves values; the floats are the same.
+ */
+const WEBGPU_TRANSPOSE_AS_BUILT = {
+  disabledOptimizers: ["TransposeOptimizer"],
+  providerOptions: { preferredLayout: "NCHW" },
+} as const;
+
 /** What one run of the graph uses besides the micro-batch, the LoRA tensors and the scalars. */
 export interface RunOptions {
   /** LoRA scale (default the spec's; 0 runs the base model: the reference pass). */
@@ -136,7 +150,15 @@ export class Trainer {
   ): Promise<Trainer> {
     const sessionOptions: TrainerOptions = { ...options, ep: spec.ep, compute: spec.compute };
     if (spec.ep === "webgpu") {
-      sessionOptions.disabledOptimizers = [...options.disabledOptimizers ?? [], ...FORWARD_ALONE_FUSIONS];
+      sessionOptions.disabledOptimizers = [
+        ...options.disabledOptimizers ?? [],
+        ...FORWARD_ALONE_FUSIONS,
+        ...WEBGPU_TRANSPOSE_AS_BUILT.disabledOptimizers,
+      ];
+      sessionOptions.providerOptions = {
+        ...options.providerOptions,
+        ...WEBGPU_TRANSPOSE_AS_BUILT.providerOptions,
+      };
     }
     const built = buildTrainModel(model, spec, sessionWeights(sessionOptions));
     const session = await openEngineSession(built.bytes, built.externalFolder, sessionOptions, built.shared);

@@ -50,14 +50,18 @@ const UNMERGED_DECODE_STEP_KERNELS = 812;
 /** Kernels one train micro-batch run may run on the CPU provider (today: 2,952; issue 29's target). */
 const TRAIN_RUN_KERNELS = 3_000;
 /**
- * GPU dispatches one train micro-batch run may make on WebGPU: issue 29's target (today on lavapipe 2,779
- * in float32, 2,922 in float16: its two Casts a layer around the softmax, and inv's in the norms'
+ * GPU dispatches one train micro-batch run may make on WebGPU: issue 29's target (today on lavapipe 2,751
+ * in float32, 2,894 in float16: its two Casts a layer around the softmax, and inv's in the norms'
  * gradients). The provider's nodes that only alias their input (Reshape, Unsqueeze, Squeeze) dispatch
  * nothing and are not counted here; `WEBGPU_TRAIN_RUN_NODES` bounds all nodes.
  */
 const WEBGPU_TRAIN_RUN_DISPATCHES: Record<ComputeDtype, number> = { float32: 3_000, float16: 3_000 };
-/** Nodes of the same run (today: 3,443 in float32, 3,586 in float16), dispatching or not. */
-const WEBGPU_TRAIN_RUN_NODES: Record<ComputeDtype, number> = { float32: 3_475, float16: 3_625 };
+/**
+ * Nodes of the same run (today: 3,415 in float32, 3,558 in float16), dispatching or not, with a little room:
+ * 28 more, onnxruntime's transpose optimization splitting attention's Transpose into heads in two
+ * (lib/train/trainer.ts `WEBGPU_TRANSPOSE_AS_BUILT`), fails here.
+ */
+const WEBGPU_TRAIN_RUN_NODES: Record<ComputeDtype, number> = { float32: 3_440, float16: 3_580 };
 /**
  * GPU dispatches of the log-probs pass over the same micro-batch on WebGPU (`Trainer.logprobs`, the forward
  * alone in its own session: today 855 in float32, 913 in float16, under a third of the whole run's).
