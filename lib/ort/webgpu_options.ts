@@ -11,16 +11,18 @@
  * `ORT_FAIL` and onnxruntime's message, e.g. "Invalid buffer cache mode: fast" or "Invalid validation
  * mode: none"; an unknown key is ignored (tests/ort/webgpu_options_test.ts).
  *
- * Other keys onnxruntime 1.30's WebGPU provider reads, not set by this project: `preferredLayout`
+ * Other keys onnxruntime 1.30's WebGPU provider reads, not set from the config: `preferredLayout`
  * (NCHW | NHWC), `enableGraphCapture` (0 | 1), `sessionBufferPoolGenerations`, `enableInt64`,
  * `multiRotaryCacheConcatOffset`, `kvCacheQuantizationBits`, `forceCpuNodeNames`, `enablePIXCapture`,
  * `dawnProcTable`, `dawnBackendType` (D3D12 | Vulkan), `powerPreference` (high-performance | low-power),
  * `deviceId`, `webgpuInstance`, `webgpuDevice`, `enableRobustness`, `preserveDevice`,
  * `maxStorageBufferBindingSize`, `maxNumPendingDispatches`. The session options take any key/value map,
  * so adding one is a config key beside its onnxruntime name (`WEBGPU_OPTION_NAMES`,
- * lib/config/sections/model.ts). `enableGraphCapture` is the exception: it is set on the decode
- * step's own session only (lib/engine/decode_session.ts, `model.webgpu.graph_capture`), since it refuses
- * a graph with an If, which the engine's other graphs have.
+ * lib/config/sections/model.ts). Three are set per session, by the code that opens it: `enableGraphCapture`
+ * on the decode step's own session only (lib/engine/decode_session.ts, `model.webgpu.graph_capture`), since
+ * it refuses a graph with an If, which the engine's other graphs have; `enableInt64` on that session too;
+ * and `preferredLayout` NCHW on the trainer's (lib/train/trainer.ts `WEBGPU_TRANSPOSE_AS_BUILT`). Each
+ * belongs to its session's provider, not to the device's context (below).
  *
  * **One device, one context.** The buffer cache modes and the validation mode belong to the WebGPU
  * context of a device (`deviceId`, default 0), which the first session on the device creates and the
