@@ -302,6 +302,7 @@ interface BenchSettings {
   gpu_train_tokens: number[];
   gpu_peak_tflops: number | null;
   gpu_gemm_tokens: number[];
+  gpu_long_cache: number;
   demo_config: string;
   demo_seeds: number[];
   rounds: number;

@@ -30,6 +30,7 @@ export interface GpuSettings {
   gpu_train_tokens: number[];
   gpu_peak_tflops: number | null;
   gpu_gemm_tokens: number[];
+  gpu_long_cache: number;
 }
 
 /** Dense peak TFLOP/s by GPU name (NVIDIA's data sheets): float16/bfloat16 tensor cores, and float32. */
@@ -96,6 +97,7 @@ export async function gpuSection(
     `--train-tokens=${b.gpu_train_tokens.join(",")}`,
     `--repeats=${b.repeats}`,
     `--batch-prefix=${batchPrefix}`,
+    `--long-cache=${b.gpu_long_cache}`,
     ...(device.peakTflops ? [`--peak-tflops=${device.peakTflops}`] : []),
   ]);
   const settings = { ep: b.gpu_ep, compute: b.gpu_compute };
@@ -160,6 +162,7 @@ export function gpuTables(
       peer?.decode,
     ),
     "",
+    ...longCacheLine(r.ours.decode_long_cache),
     ...profileTable(r.ours.profile),
     "",
     ...gemmTable(r.gemm),
@@ -266,6 +269,23 @@ function decodeTable(
         ratio(tokPerS, p?.decode_tok_per_s),
       ]);
     }),
+  ];
+}
+
+/**
+ * The long-cache decode row (gpu_bench.ts `decodeLongCache`) as a sentence: its rate beside the same batch's
+ * in a tight cache; nothing where it was not measured (`bench.gpu_long_cache` 0, or an older record).
+ */
+function longCacheLine(long: any): string[] {
+  if (!long) return [];
+  if (long.error) return [`Decode in a long cache failed: ${long.error}`, ""];
+  return [
+    `Decode at batch ${long.batch} in a ${long.capacity.toLocaleString("en")}-position cache ` +
+    `(\`bench.gpu_long_cache\`; the rows above: a cache just large enough): ${
+      f(long.decode_tok_per_s)
+    } tok/s, ` +
+    `${ratio(long.decode_tok_per_s, long.tight_decode_tok_per_s)} the tight cache's.`,
+    "",
   ];
 }
 

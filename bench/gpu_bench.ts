@@ -9,6 +9,7 @@
  *   deno run -A bench/gpu_bench.ts --model DIR [--ep webgpu] [--compute float16] [--batches 1,8,32,64]
  *     [--prompt 128] [--decode 64] [--train-tokens 512,8192] [--repeats 3] [--peak-tflops X]
  *     [--batch-prefix FILE_PREFIX] [--webgpu-options storageBufferCacheMode=simple,validationMode=disabled]
+ *     [--long-cache 8192]
  *
  * `--webgpu-options` sets onnxruntime's WebGPU provider options (lib/ort/webgpu_options.ts) over the
  * project's defaults (`WEBGPU_DEFAULTS`, what `model.webgpu` defaults to), for every session of the run.
@@ -18,6 +19,12 @@
  * (`model.webgpu.graph_capture`; `decode_captured`), so that one run says which is faster on the GPU at
  * hand (capture stays off by default until it is measured so). Each timed generation decodes one token on
  * a new batch first (the capture, where capturing), then `--decode` tokens timed.
+ *
+ * Every decode row runs in a cache just large enough for its tokens. A rollout opens its sequences with
+ * room for every turn, so `--long-cache N` (0 skips it) decodes once more at batch 8 (or the largest batch
+ * below it) in an N-position cache, as the policy runs by default: a step whose attention works over the
+ * cache's capacity instead of its sequences' length shows as a lower rate than the tight row's
+ * (`decode_long_cache`; docs/RELIABILITY.md 208).
  *
  * FLOPs are counted as the CPU benchmarks count them: 4 × parameters per trained token (forward and the
  * backward to the activations; the frozen weights get no gradient), 2 × parameters per decoded token.
@@ -63,6 +70,8 @@ export interface GpuBenchOptions {
   peakTflops: number | null;
   /** Write each train batch to `<batchPrefix>-<tokens>.json` for the peer. */
   batchPrefix?: string;
+  /** Positions of the long-cache decode row's cache; 0 skips it. */
+  longCache: number;
 }
 
 const TRAIN_ROWS = 2;
@@ -71,6 +80,8 @@ const PROFILE_DECODE_TOKENS = 4;
 /** Op types listed per profiled run. */
 const TOP_OPS = 6;
 const MICRO_BATCH_TOKENS = 4096;
+/** The long-cache decode row's batch, or the largest measured batch below it. */
+const LONG_CACHE_BATCH = 8;
 
 /** The train batch of a `tokens` row: TRAIN_ROWS sequences of tokens / TRAIN_ROWS. */
 function trainEpisodes(tokens: number, vocab: number) {
@@ -153,8 +164,14 @@ function randomPrompts(batch: number, o: GpuBenchOptions, vocab: number, rand: (
  * scheduler keeps one cache for the policy's life, so it records once per decode width); the second call
  * replays, as every later step of a rollout does. Uncaptured decode is timed the same way.
  */
-async function generateOnce(policy: LocalPolicy, prompts: number[][], o: GpuBenchOptions, newTokens: number) {
-  const session = await policy.startBatch(prompts, { capacity: o.promptTokens + newTokens + 2 });
+async function generateOnce(
+  policy: LocalPolicy,
+  prompts: number[][],
+  o: GpuBenchOptions,
+  newTokens: number,
+  capacity = o.promptTokens + newTokens + 2,
+) {
+  const session = await policy.startBatch(prompts, { capacity });
   try {
     await session.generate({ maxNewTokens: 1, temperature: 1 });
     const before = await session.stats();
@@ -205,6 +222,39 @@ async function decode(dir: string, o: GpuBenchOptions, mode: DecodeMode = {}) {
       rows.push({ batch, decode_tok_per_s: tokPerS, decode_tflops_2n: (2 * params * tokPerS) / 1e12 });
     }
     return rows;
+  } finally {
+    await policy.close();
+  }
+}
+
+/**
+ * Decode tokens/s at `LONG_CACHE_BATCH` (or the largest measured batch below it) in an `o.longCache`-position
+ * cache, and in the tight cache of the same run's row (`tight`), as the policy decodes by default.
+ */
+async function decodeLongCache(
+  dir: string,
+  o: GpuBenchOptions,
+  tight: { batch: number; decode_tok_per_s: number }[],
+) {
+  const below = o.batches.filter((b) => b <= LONG_CACHE_BATCH);
+  const batch = below.length > 0 ? Math.max(...below) : Math.min(...o.batches);
+  const capacity = o.longCache;
+  if (capacity < o.promptTokens + o.decodeTokens + 2) {
+    throw new Error(`--long-cache ${capacity} does not hold the prompt and the decoded tokens`);
+  }
+  const policy = await openPolicy(dir, o, batch);
+  try {
+    const prompts = randomPrompts(batch, o, policy.config.vocab_size, mulberry32(99));
+    const once = () => generateOnce(policy, prompts, o, o.decodeTokens, capacity);
+    await once(); // warm-up: a new cache shape
+    const tokPerS = await medianOf(o.repeats, once);
+    const same = tight.find((row) => row.batch === batch);
+    return {
+      batch,
+      capacity,
+      decode_tok_per_s: tokPerS,
+      tight_decode_tok_per_s: same?.decode_tok_per_s ?? null,
+    };
   } finally {
     await policy.close();
   }
@@ -278,6 +328,7 @@ export async function benchGpu(dir: string, o: GpuBenchOptions) {
   const webgpu = o.ep === "webgpu";
   const decodeMainGraph = webgpu ? await orError(() => decode(dir, o, { decodeGraph: false })) : null;
   const decodeCaptured = webgpu ? await orError(() => decode(dir, o, { graphCapture: true })) : null;
+  const decodeLong = o.longCache > 0 ? await orError(() => decodeLongCache(dir, o, decodeRows)) : null;
   const batch = Math.max(...o.batches), tokens = Math.max(...o.trainTokens);
   const profile = {
     decode_step: { batch, ...await orError(() => profileDecode(dir, o, batch)) },
@@ -295,6 +346,7 @@ export async function benchGpu(dir: string, o: GpuBenchOptions) {
     decode: decodeRows,
     decode_main_graph: decodeMainGraph,
     decode_captured: decodeCaptured,
+    decode_long_cache: decodeLong,
     profile,
   };
 }
@@ -316,6 +368,7 @@ if (import.meta.main) {
       "peak-tflops",
       "batch-prefix",
       "webgpu-options",
+      "long-cache",
     ],
   });
   const v = values as Record<string, string | undefined>;
@@ -332,6 +385,7 @@ if (import.meta.main) {
     repeats: Number(v.repeats ?? 3),
     peakTflops: v["peak-tflops"] ? Number(v["peak-tflops"]) : null,
     batchPrefix: v["batch-prefix"],
+    longCache: Number(v["long-cache"] ?? 8192),
   });
   console.log(JSON.stringify(result));
 }

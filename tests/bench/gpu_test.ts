@@ -5,10 +5,10 @@
  * Markdown tables, and the diagnosis read from onnxruntime's profile (kernels of one decode step and one
  * train micro-batch run, in the table and the JSON), decode again with every step on the main graph
  * (WebGPU's `model.webgpu.decode_graph` false) and under graph capture (`model.webgpu.graph_capture`) beside
- * it, and each Linear's GEMM forms timed (bench/gemm_forms.ts); the
- * results files are saved after each part, so a run stopped for time keeps what it measured.
- * Runs where WebGPU starts, like
- * tests/engine/webgpu_test.ts; its output goes to a temporary --out folder. The defaults (train at 512 and
+ * it, once more in a long cache (`bench.gpu_long_cache`), and each Linear's GEMM forms timed
+ * (bench/gemm_forms.ts); the results files are saved after each part, so a run stopped for time keeps what it
+ * measured. Runs where WebGPU starts, like tests/engine/webgpu_test.ts; its output goes to a temporary --out
+ * folder. The defaults (train at 512 and
  * 8,192 tokens, decode up to batch 64) are checked against the configuration, not run here.
  */
 
@@ -22,10 +22,11 @@ import { webgpuTest } from "../helpers/webgpu.ts";
 const TRAIN_TOKENS = [16, 32];
 const BATCHES = [1, 2];
 
-Deno.test("bench.gpu_train_tokens and bench.gpu_batches default to 512 and 8,192 tokens and batches 1 to 64", async () => {
+Deno.test("bench.gpu_train_tokens and bench.gpu_batches default to 512 and 8,192 tokens and batches 1 to 64, and the long cache to 8,192 positions", async () => {
   const { config } = await loadConfig({});
   assert.deepEqual(config.bench.gpu_train_tokens, [512, 8192]);
   assert.deepEqual(config.bench.gpu_batches, [1, 8, 32, 64]);
+  assert.equal(config.bench.gpu_long_cache, 8192);
   assert.deepEqual(config.bench.batches, [1, 8, 32], "the CPU sections keep their own batches");
 });
 
@@ -57,6 +58,23 @@ Deno.test("the decode table keeps its rows where the main graph or graph capture
   )
     .join("\n");
   assert.deepEqual(decodeRow(all).slice(3, 7), ["40.0", "1.25×", "75.0", "1.50×"]);
+  assert.doesNotMatch(all, /long cache|-position cache/, "no long-cache line where it was not measured");
+});
+
+Deno.test("the long-cache decode row reads as a sentence beside the tight cache's rate, or says it failed", () => {
+  const tables = (long: unknown) =>
+    gpuTables("m", {
+      device: { name: "GPU", peakTflops: null },
+      settings: { ep: "webgpu", compute: "float16" },
+      ours: { params: 1000, train: [], decode: [], decode_long_cache: long, profile: null },
+      peer: { error: "no torch" },
+    }).join("\n");
+  const long = { batch: 8, capacity: 8192, decode_tok_per_s: 150, tight_decode_tok_per_s: 200 };
+  assert.match(
+    tables(long),
+    /^Decode at batch 8 in a 8,192-position cache .*: 150\.0 tok\/s, 0\.75× the tight cache's\.$/m,
+  );
+  assert.match(tables({ error: "out of memory" }), /^Decode in a long cache failed: out of memory$/m);
 });
 
 /** The Markdown rows of a table whose first cell matches `first`. */
@@ -110,6 +128,7 @@ webgpuTest(
       "--bench.repeats=1",
       `--bench.gpu_train_tokens=[${TRAIN_TOKENS}]`,
       "--bench.gpu_gemm_tokens=[3]",
+      "--bench.gpu_long_cache=64",
     ], { timeoutMs: 900_000 });
     const partial = await seen.stop();
     assert.equal(r.code, 0, r.stderr);
@@ -135,6 +154,10 @@ webgpuTest(
       `decode under graph capture beside it, and the quotient:\n${r.stdout}`,
     );
     assert.match(r.stdout, /PyTorch: (torch \S+, transformers|unavailable \()/);
+    assert.match(
+      r.stdout,
+      /^Decode at batch 2 in a 64-position cache .*: \d+\.\d+ tok\/s, \d+\.\d+× the tight/m,
+    );
 
     const profiled = rows(r.stdout, /^(decode step|train micro-batch)/);
     assert.deepEqual(profiled.map((c) => c[0]), ["decode step, batch 2", "train micro-batch, 32 tokens"]);
@@ -173,6 +196,9 @@ webgpuTest(
         `${key}: a row per batch: ${JSON.stringify(ours[key])}`,
       );
     }
+    const long = ours.decode_long_cache;
+    assert.deepEqual([long.batch, long.capacity], [2, 64], JSON.stringify(long));
+    assert.ok(long.decode_tok_per_s > 0 && long.tight_decode_tok_per_s > 0, JSON.stringify(long));
     assert.ok(
       ours.train.every((t: { forward_alone: boolean }) => t.forward_alone),
       "WebGPU's pass: the forward alone",

@@ -123,6 +123,14 @@ export const bench = {
     unique: true,
     doc: "--only gpu: row counts at which bench/gemm_forms.ts times each Linear's GEMM forms; [] skips it",
   }),
+  gpu_long_cache: int({
+    default: 8192,
+    min: 0,
+    max: MAX_CONTEXT,
+    doc: "--only gpu: decode once more at batch 8 (or the largest batch below) in a cache of this many " +
+      "positions, beside the same batch's tight cache, to show what attention over a rollout-sized cache " +
+      "costs; 0 skips it",
+  }),
   gpu_peak_tflops: float({
     default: null,
     nullable: true,
