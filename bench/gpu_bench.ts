@@ -206,17 +206,24 @@ function openPolicy(
 
 /**
  * Decode tokens/s at each batch size (prefill excluded), sampling at temperature 1, with the decode steps
- * run as `mode` says (under graph capture each is a replay of a captured graph).
+ * run as `mode` says (under graph capture each is a replay of a captured graph), in a cache just large
+ * enough for the tokens or of `at.capacity` positions, at `at.batches` (default `o.batches`).
  */
-async function decode(dir: string, o: GpuBenchOptions, mode: DecodeMode = {}) {
-  const policy = await openPolicy(dir, o, Math.max(...o.batches), mode);
+async function decode(
+  dir: string,
+  o: GpuBenchOptions,
+  mode: DecodeMode = {},
+  at: { batches?: number[]; capacity?: number } = {},
+) {
+  const batches = at.batches ?? o.batches;
+  const policy = await openPolicy(dir, o, Math.max(...batches), mode);
   const params = totalParams(policy.config);
   const rand = mulberry32(99);
   try {
     const rows = [];
-    for (const batch of o.batches) {
+    for (const batch of batches) {
       const prompts = randomPrompts(batch, o, policy.config.vocab_size, rand);
-      const once = () => generateOnce(policy, prompts, o, o.decodeTokens);
+      const once = () => generateOnce(policy, prompts, o, o.decodeTokens, at.capacity);
       await once(); // warm-up
       const tokPerS = await medianOf(o.repeats, once);
       rows.push({ batch, decode_tok_per_s: tokPerS, decode_tflops_2n: (2 * params * tokPerS) / 1e12 });
@@ -229,7 +236,8 @@ async function decode(dir: string, o: GpuBenchOptions, mode: DecodeMode = {}) {
 
 /**
  * Decode tokens/s at `LONG_CACHE_BATCH` (or the largest measured batch below it) in an `o.longCache`-position
- * cache, and in the tight cache of the same run's row (`tight`), as the policy decodes by default.
+ * cache, beside the same batch's rate in the tight cache (`tight`: the default rows), as the policy decodes
+ * by default.
  */
 async function decodeLongCache(
   dir: string,
@@ -242,22 +250,13 @@ async function decodeLongCache(
   if (capacity < o.promptTokens + o.decodeTokens + 2) {
     throw new Error(`--long-cache ${capacity} does not hold the prompt and the decoded tokens`);
   }
-  const policy = await openPolicy(dir, o, batch);
-  try {
-    const prompts = randomPrompts(batch, o, policy.config.vocab_size, mulberry32(99));
-    const once = () => generateOnce(policy, prompts, o, o.decodeTokens, capacity);
-    await once(); // warm-up: a new cache shape
-    const tokPerS = await medianOf(o.repeats, once);
-    const same = tight.find((row) => row.batch === batch);
-    return {
-      batch,
-      capacity,
-      decode_tok_per_s: tokPerS,
-      tight_decode_tok_per_s: same?.decode_tok_per_s ?? null,
-    };
-  } finally {
-    await policy.close();
-  }
+  const [row] = await decode(dir, o, {}, { batches: [batch], capacity });
+  return {
+    batch,
+    capacity,
+    decode_tok_per_s: row.decode_tok_per_s,
+    tight_decode_tok_per_s: tight.find((t) => t.batch === batch)?.decode_tok_per_s ?? null,
+  };
 }
 
 /** The last run of the session that ran most (the graph measured), summarized for the JSON. */
