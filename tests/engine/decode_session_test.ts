@@ -5,14 +5,17 @@
  * (`decode_graph` false): the same tokens and log-probs, greedy and sampled, float32 and float16, with an
  * adapter, through a second turn under another adapter (set after the first steps were bound, or captured)
  * whose continuation runs on the main graph on the same cache; every decode step went through the decode
- * session; steps called at once on two caches each get their own cache's token. And what capture needs from onnxruntime 1.30 itself: several captured graphs in one session,
- * picked by `gpu_graph_id`, -1 running uncaptured; a graph with an If refused with onnxruntime's message.
+ * session; steps called at once on two caches each get their own cache's token; a sequence's bits do not
+ * depend on the other sequences in flight, which set the attention's span. And what capture needs from
+ * onnxruntime 1.30 itself: several captured graphs in one session, picked by `gpu_graph_id`, -1 running
+ * uncaptured; a graph with an If refused with onnxruntime's message.
  *
  * Runs where WebGPU starts (CI: lavapipe) and is skipped elsewhere (helpers/webgpu.ts).
  */
 
 import assert from "node:assert/strict";
 import { InferenceEngine } from "../../lib/engine/engine.ts";
+import { LocalPolicy } from "../../lib/engine/local_policy.ts";
 import { attentionSpan, CAPTURE_SPAN_MIN, captureRefusal } from "../../lib/engine/decode_session.ts";
 import { UserError } from "../../lib/errors.ts";
 import { GenerationBatch } from "../../lib/engine/generate.ts";
@@ -148,6 +151,35 @@ webgpuTest(
         const worst = Math.max(...want.logprobs.map((lp, j) => Math.abs(lp - have.logprobs[j])));
         assert.ok(worst <= TOLERANCE, `${mode}, sequence ${i}: worst log-prob difference ${worst}`);
       });
+    }
+  },
+);
+
+webgpuTest(
+  "a sequence decodes the same bits alone and beside a longer one, whose length sets the attention span",
+  async () => {
+    // Exact batching (scheduler.ts) promises log-probs that do not depend on what else is in flight; the
+    // decode session's span is the longest sequence's length (or its captured bucket), so here B moves A's
+    // span from 17 to 316 positions (from the 256 graph to the 512 one, captured).
+    const dir = await makeTinyModel({ vocab: VOCAB, tokenizer: false, seed: 11 });
+    const [a, b] = [[11, 22, 33, 44], Array.from({ length: 300 }, (_, i) => (i * 13) % VOCAB)];
+    for (const graphCapture of [false, true]) {
+      const policy = await LocalPolicy.load(dir, { ep: "webgpu", maxSequences: 4, graphCapture });
+      try {
+        const decodeA = async (beside: boolean) => {
+          const first = await policy.openSequence(a, { seed: 1, capacity: 1024 });
+          const other = beside ? await policy.openSequence(b, { seed: 2, capacity: 1024 }) : null;
+          const turn = { maxNewTokens: 16, temperature: 1 };
+          const [got] = await Promise.all([first.generate(turn), other?.generate(turn)]);
+          await first.close();
+          await other?.close();
+          return { tokens: got.tokens, logprobs: got.logprobs };
+        };
+        const alone = await decodeA(false);
+        assert.deepEqual(await decodeA(true), alone, `graph_capture ${graphCapture}`);
+      } finally {
+        await policy.close();
+      }
     }
   },
 );
