@@ -21,7 +21,8 @@
  * - **The same buffers at every replay**: a replay reads and writes the buffers bound when it was
  *   captured, and host inputs are not copied again. So every input and output lives in device memory,
  *   bound once per cache binding (one batch's rows of one KV cache; the binding, and so the cache's
- *   memory, is kept until the session closes) and written in place before each step: token ids, cache
+ *   memory, is kept until the session closes; the engine lends a released cache to the next batch of its
+ *   size and capacity, cache_pool.ts) and written in place before each step: token ids, cache
  *   positions (`seqlens_k`), temperatures, uniforms; the weight inputs in fixed device tensors rewritten
  *   by `setWeights`, which the engine's main session binds too (one copy on the device); the KV cache
  *   bound as GroupQueryAttention's past and present.

@@ -35,6 +35,7 @@ import {
   KvCache,
 } from "./kv_cache.ts";
 import { DeviceKvCache } from "./device_cache.ts";
+import { CachePool } from "./cache_pool.ts";
 import { DecodeSession } from "./decode_session.ts";
 import { attentionTokenLimit } from "./attention_probe.ts";
 import { type Alternatives, type ScoredWithAlternatives, Scorer } from "./scoring.ts";
@@ -107,6 +108,8 @@ export class InferenceEngine {
   #adapterFeeds: Record<string, BoundTensor> = {};
   /** Past inputs and present outputs of each cache binding seen, bound once. */
   readonly #caches = new WeakMap<CacheBinding, CacheIO<BoundTensor>>();
+  /** Under graph capture, the caches `createCache` lends, kept for reuse (cache_pool.ts); else null. */
+  readonly #cachePool: CachePool | null;
 
   /**
    * Most new tokens one call may carry (Infinity: no limit). Finite where the provider's attention was
@@ -131,13 +134,14 @@ export class InferenceEngine {
     this.#merged = merged;
     this.#session = session;
     this.#decode = decode;
+    this.#cachePool = decode?.captures ? new CachePool() : null;
     this.maxStepTokens = maxStepTokens;
     this.#compute = compute;
     this.#scorer = new Scorer({
       config,
       maxStepTokens,
       adapterFeeds: () => this.#adapterFeeds,
-      createCache: (batch, capacity) => this.createCache(batch, capacity),
+      createCache: (batch, capacity) => this.#newCache(batch, capacity), // scoring: no decode step
       emptyCache: (batch) => this.#emptyCache(batch),
       bindCache: (cache) => this.#cache(cache),
       run: (inputs, outputs) => this.#session.run(inputs, outputs),
@@ -258,9 +262,18 @@ export class InferenceEngine {
 
   /**
    * A KV cache for `batch` sequences of `capacity` positions: in device memory on a GPU provider (the
-   * decode steps then read and write it there), else in JS memory.
+   * decode steps then read and write it there), else in JS memory. Under graph capture, one released
+   * before with that size and capacity where there is one (cache_pool.ts: its graphs are replayed, not
+   * captured again, and no memory is added).
    */
   createCache(batch: number, capacity: number): BatchCache {
+    const pool = this.#cachePool;
+    return pool
+      ? pool.take(batch, capacity, () => this.#newCache(batch, capacity))
+      : this.#newCache(batch, capacity);
+  }
+
+  #newCache(batch: number, capacity: number): BatchCache {
     const device = this.#session.device;
     return device
       ? new DeviceKvCache(this.config, batch, capacity, device, this.#compute)
@@ -369,6 +382,7 @@ export class InferenceEngine {
     // The decode session first: its bindings hold the caches the main session's memory made. The main
     // session binds the decode session's weight buffers only during a run.
     await this.#decode?.close();
+    this.#cachePool?.release(); // after the decode session, whose captured graphs bind them
     await this.#session.close();
   }
 }

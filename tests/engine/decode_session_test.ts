@@ -254,6 +254,61 @@ webgpuTest(
 );
 
 webgpuTest(
+  "under graph capture, batches of one size and capacity reuse one cache: no new graphs or memory per batch, and each decodes as on a fresh cache",
+  async () => {
+    const model = await openModelDir(await makeTinyModel({ vocab: VOCAB, tokenizer: false, seed: 11 }));
+    const [rows, capacity, batches] = [8, 4000, 12];
+    // Batch i's prompts are shorter than batch i-1's, so a cache given again holds the last batch's keys and
+    // values past the new sequences' lengths, which nothing may read.
+    const prompts = (i: number) =>
+      Array.from(
+        { length: rows },
+        (_, r) => Array.from({ length: 3 + batches - i + (r % 3) }, (_, t) => (t * 31 + r * 7 + i) % VOCAB),
+      );
+    const run = async (graphCapture: boolean) => {
+      const e = await InferenceEngine.create(model, null, { ep: "webgpu", decodeGraph: true, graphCapture });
+      try {
+        const probe = e.createCache(rows, capacity);
+        const cacheBytes = probe.bytes; // 16 MB: device memory is host memory on lavapipe
+        probe.release();
+        const turns = [];
+        let before = 0;
+        for (let i = 0; i < batches; i++) {
+          if (i === 1) before = Deno.memoryUsage().rss; // after the first batch: sessions, kernels, a cache
+          const batch = new GenerationBatch(e, prompts(i), capacity, Array(rows).fill(i + 1));
+          turns.push(await batch.generate({ maxNewTokens: 4, temperature: 1 }));
+          batch.release();
+        }
+        const grown = Deno.memoryUsage().rss - before;
+        return { turns, grown, cacheBytes, graphs: e.capturedDecodeGraphs, steps: e.capturedDecodeSteps };
+      } finally {
+        await e.close();
+      }
+    };
+    const fresh = await run(false);
+    const reused = await run(true);
+    assert.ok(reused.steps > 0, "the steps ran captured");
+    // One graph per decode width at most (8 rows, every sequence shorter than the first span); a cache per
+    // batch would capture at least one graph per batch.
+    assert.ok(reused.graphs <= rows, `${reused.graphs} graphs captured over ${batches} batches`);
+    assert.ok(
+      reused.grown < ((batches - 1) * reused.cacheBytes) / 4,
+      `RSS grew ${(reused.grown / 2 ** 20).toFixed(0)} MB over ${batches - 1} batches of ${
+        (reused.cacheBytes / 2 ** 20).toFixed(0)
+      } MB caches`,
+    );
+    fresh.turns.forEach((turn, t) =>
+      turn.forEach((want, i) => {
+        const have = reused.turns[t][i];
+        assert.deepEqual(have.tokens, want.tokens, `batch ${t}, sequence ${i}: tokens`);
+        const worst = Math.max(...want.logprobs.map((lp, j) => Math.abs(lp - have.logprobs[j])));
+        assert.ok(worst <= TOLERANCE, `batch ${t}, sequence ${i}: worst log-prob difference ${worst}`);
+      })
+    );
+  },
+);
+
+webgpuTest(
   "decode steps called at once on two caches each give their own cache's token, uncaptured and captured",
   async () => {
     const model = await openModelDir(await makeTinyModel({ vocab: VOCAB, tokenizer: false, seed: 11 }));
