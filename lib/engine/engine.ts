@@ -141,7 +141,7 @@ export class InferenceEngine {
       config,
       maxStepTokens,
       adapterFeeds: () => this.#adapterFeeds,
-      createCache: (batch, capacity) => this.#newCache(batch, capacity), // scoring: no decode step
+      createCache: (batch, capacity) => this.#newCache(batch, capacity), // no decode step reads it: not pooled
       emptyCache: (batch) => this.#emptyCache(batch),
       bindCache: (cache) => this.#cache(cache),
       run: (inputs, outputs) => this.#session.run(inputs, outputs),
