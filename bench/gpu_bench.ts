@@ -161,7 +161,8 @@ function randomPrompts(batch: number, o: GpuBenchOptions, vocab: number, rand: (
 /**
  * Prefills `prompts` on a new batch and decodes one token each, then `newTokens` more: decode tokens/s of
  * the second call. The first decode step on a batch's KV cache is where graph capture records (a rollout's
- * scheduler keeps one cache for the policy's life, so it records once per decode width); the second call
+ * scheduler keeps one cache for the policy's life, so it records once per decode width; a later batch of the
+ * same size gets this one's cache again, already captured: lib/engine/cache_pool.ts); the second call
  * replays, as every later step of a rollout does. Uncaptured decode is timed the same way.
  */
 async function generateOnce(
