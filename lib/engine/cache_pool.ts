@@ -9,21 +9,39 @@
  * loop grew by a cache and its graphs per call. From the pool, a batch of a size and capacity seen before
  * gets a cache released before, with the same bindings (`BatchCache.range` hands out the same objects),
  * so its steps replay the graphs already captured and no memory is added. What the pool holds is what
- * the captured graphs held anyway. Batches of a new size or capacity still add a cache each.
+ * the captured graphs held anyway. A batch of a new size or capacity adds a cache, up to the limit below.
  *
  * A cache from the pool keeps what the last batch wrote: its positions past each sequence's length are
  * never read (the attention masks past `seqlens_k`, and a prefill writes from position 0), so a new batch
  * needs no clearing.
+ *
+ * Bounded: the pool makes at most `limit` caches (`POOLED_CACHES`) for batches of sizes and capacities it
+ * has not seen; past that, a batch of a new shape gets a cache of its own whose bindings say `uncaptured`:
+ * its decode steps run on the engine's main graph (not uncaptured in the capturing session, whose
+ * uncaptured runs after a capture gave wrong log-probs: decode_session.ts `accepts`), and its release
+ * frees it. A lasting cache (a policy's rollout scheduler, which keeps it for the policy's life and decodes
+ * every rollout on it) is pooled whatever the count, so that rollouts are captured even after many other
+ * batches.
  *
  * @module
  */
 
 import type { BatchCache, CacheBinding } from "./kv_cache.ts";
 
+/** Caches a pool makes for batches that are not lasting, at most (see the module comment). */
+export const POOLED_CACHES = 8;
+
 /** Caches by batch size and capacity, each either lent out or free. */
 export class CachePool {
   readonly #free = new Map<string, BatchCache[]>();
   readonly #all: BatchCache[] = [];
+  readonly #limit: number;
+  /** Caches made for batches that were not lasting. */
+  #transient = 0;
+
+  constructor(limit = POOLED_CACHES) {
+    this.#limit = limit;
+  }
 
   /** Caches made so far (lent or free). */
   get size(): number {
@@ -32,11 +50,16 @@ export class CachePool {
 
   /**
    * A cache for `batch` sequences of `capacity` positions: a free one of that size and capacity, else one
-   * `make` makes. Its `release` gives it back to the pool; the pool's `release` frees them all.
+   * `make` makes. Its `release` gives it back to the pool; the pool's `release` frees them all. Past the
+   * limit, unless `lasting`, one `make` makes that is not pooled: its bindings say `uncaptured`, and its
+   * `release` frees it.
    */
-  take(batch: number, capacity: number, make: () => BatchCache): BatchCache {
+  take(batch: number, capacity: number, make: () => BatchCache, lasting = false): BatchCache {
     const key = `${batch}x${capacity}`;
-    const cache = this.#free.get(key)?.pop() ?? this.#made(make());
+    const free = this.#free.get(key)?.pop();
+    if (!free && !lasting && this.#transient >= this.#limit) return uncaptured(make());
+    if (!free && !lasting) this.#transient += 1;
+    const cache = free ?? this.#made(make());
     let lent = true;
     return {
       batch: cache.batch,
@@ -68,4 +91,23 @@ export class CachePool {
     this.#all.push(cache);
     return cache;
   }
+}
+
+/** `cache` with bindings that say `uncaptured` (each made once per row range, as the cache's own are). */
+function uncaptured(cache: BatchCache): BatchCache {
+  const bindings = new Map<string, CacheBinding>();
+  return {
+    batch: cache.batch,
+    capacity: cache.capacity,
+    get bytes() {
+      return cache.bytes;
+    },
+    range: (from: number, to: number): CacheBinding => {
+      const key = `${from}:${to}`;
+      let binding = bindings.get(key);
+      if (!binding) bindings.set(key, binding = { ...cache.range(from, to), uncaptured: true });
+      return binding;
+    },
+    release: () => cache.release(),
+  };
 }

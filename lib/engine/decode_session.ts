@@ -178,7 +178,9 @@ export class DecodeSession {
   /** Whether `input` is a step this path runs (see the module comment); else the engine runs it. */
   static accepts(input: DecodeStepInput): boolean {
     const { sampling } = input;
-    return input.width === 1 && !input.cache.stage && (input.topN ?? 0) === 0 &&
+    // `uncaptured` rows go to the main graph: a session that captures gave wrong log-probs for uncaptured
+    // runs after its captures (lavapipe, onnxruntime 1.30: docs/ENGINE_FACTS.md), so it runs none.
+    return input.width === 1 && !input.cache.stage && !input.cache.uncaptured && (input.topN ?? 0) === 0 &&
       !(input.constraints ?? []).some((c) => c && c.ids.length > 0) &&
       sampling.topK === 0 && sampling.topP === 1;
   }

@@ -264,12 +264,13 @@ export class InferenceEngine {
    * A KV cache for `batch` sequences of `capacity` positions: in device memory on a GPU provider (the
    * decode steps then read and write it there), else in JS memory. Under graph capture, one released
    * before with that size and capacity where there is one (cache_pool.ts: its graphs are replayed, not
-   * captured again, and no memory is added).
+   * captured again, and no memory is added); past the pool's limit a new one whose decode steps run on
+   * the main graph, unless `lasting` (a cache kept for the owner's life: a policy's rollout scheduler).
    */
-  createCache(batch: number, capacity: number): BatchCache {
+  createCache(batch: number, capacity: number, lasting = false): BatchCache {
     const pool = this.#cachePool;
     return pool
-      ? pool.take(batch, capacity, () => this.#newCache(batch, capacity))
+      ? pool.take(batch, capacity, () => this.#newCache(batch, capacity), lasting)
       : this.#newCache(batch, capacity);
   }
 

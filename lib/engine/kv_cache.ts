@@ -34,6 +34,11 @@ export interface CacheBinding {
    * the first, device_cache.ts): `before` copies the rows in before the run, `after` copies them back.
    */
   stage?: { before(): void; after(): void };
+  /**
+   * Set where decode steps on these rows must not be captured: a cache that is freed when released
+   * (cache_pool.ts), which a captured graph would keep. Its steps run on the engine's main graph.
+   */
+  uncaptured?: boolean;
 }
 
 /** The KV cache of a batch of sequences, in host memory (`KvCache`) or device memory (`DeviceKvCache`). */

@@ -208,7 +208,7 @@ export class LocalPolicy implements Policy {
       this.#engine,
       this.#options.maxSequences ?? DEFAULT_MAX_SEQUENCES,
       capacity,
-      { exact: this.#options.exactBatching },
+      { exact: this.#options.exactBatching, lasting: true },
     );
     return this.#scheduler;
   }

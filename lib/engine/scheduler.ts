@@ -91,7 +91,16 @@ export class TurnScheduler {
 
   readonly #exact: boolean;
 
-  constructor(engine: InferenceEngine, slots: number, capacity: number, options: { exact?: boolean } = {}) {
+  /**
+   * `options.lasting`: the owner keeps this scheduler (its cache) for its life, as a policy does its
+   * rollouts' (engine.ts `createCache`: under graph capture such a cache is always captured).
+   */
+  constructor(
+    engine: InferenceEngine,
+    slots: number,
+    capacity: number,
+    options: { exact?: boolean; lasting?: boolean } = {},
+  ) {
     if (!(Number.isInteger(slots) && slots >= 1)) {
       throw new RangeError(`scheduler: slots = ${slots}; use a positive integer`);
     }
@@ -99,7 +108,7 @@ export class TurnScheduler {
     this.capacity = capacity;
     this.#exact = options.exact ?? true;
     this.#slots = new Array(slots).fill(null);
-    this.#cache = engine.createCache(slots, capacity + 1); // +1: the ride-along position
+    this.#cache = engine.createCache(slots, capacity + 1, options.lasting); // +1: the ride-along position
   }
 
   get slots(): number {

@@ -1,8 +1,9 @@
 /**
  * `CachePool` (lib/engine/cache_pool.ts) on stand-in caches: a released cache is lent again for its size and
  * capacity only, with the same bindings; a cache lent twice at once is two caches; a cache given back is
- * unusable to the one who gave it; the pool's release frees every cache it made, once. The pool on WebGPU
- * under graph capture: tests/engine/decode_session_test.ts.
+ * unusable to the one who gave it; the pool's release frees every cache it made, once; past its limit a
+ * batch of a new shape gets an unpooled cache whose bindings say uncaptured, unless lasting. The pool on
+ * WebGPU under graph capture: tests/engine/decode_session_test.ts.
  */
 
 import assert from "node:assert/strict";
@@ -61,4 +62,36 @@ Deno.test("a cache pool lends a released cache again for its size and capacity, 
   pool.release();
   assert.deepEqual(made.map((c) => c.releases), [1, 1, 1, 1, 1], "each cache freed once, lent or not");
   assert.equal(pool.size, 0);
+});
+
+Deno.test("past its limit a cache pool lends caches of their own, uncaptured and freed on release, except lasting ones", () => {
+  const pool = new CachePool(2);
+  const made: ReturnType<typeof standIn>[] = [];
+  const take = (capacity: number, lasting = false) =>
+    pool.take(1, capacity, () => {
+      const c = standIn(1, capacity);
+      made.push(c);
+      return c;
+    }, lasting);
+
+  const [a, b] = [take(10), take(11)];
+  assert.equal(a.range(0, 1).uncaptured, undefined, "within the limit: pooled, captured");
+  const over = take(12);
+  const binding = over.range(0, 1);
+  assert.equal(binding.uncaptured, true, "past the limit: uncaptured");
+  assert.equal(over.range(0, 1), binding, "one binding object per row range");
+  over.release();
+  assert.equal(made[2].releases, 1, "freed on release, not kept");
+  const lasting = take(13, true);
+  assert.equal(lasting.range(0, 1).uncaptured, undefined, "a lasting cache is pooled past the limit");
+  a.release();
+  assert.equal(take(10).range(0, 1).uncaptured, undefined, "a shape seen before: its pooled cache again");
+  assert.equal(made.length, 4);
+  b.release();
+  pool.release();
+  assert.deepEqual(
+    made.map((c) => c.releases),
+    [1, 1, 1, 1],
+    "the unpooled cache was freed once, by its release",
+  );
 });

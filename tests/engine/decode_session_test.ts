@@ -19,6 +19,8 @@ import { LocalPolicy } from "../../lib/engine/local_policy.ts";
 import { attentionSpan, CAPTURE_SPAN_MIN, captureRefusal } from "../../lib/engine/decode_session.ts";
 import { UserError } from "../../lib/errors.ts";
 import { GenerationBatch } from "../../lib/engine/generate.ts";
+import { POOLED_CACHES } from "../../lib/engine/cache_pool.ts";
+import { TurnScheduler } from "../../lib/engine/scheduler.ts";
 import { loraScale } from "../../lib/model/lora.ts";
 import type { LoraSpec } from "../../lib/model/lora.ts";
 import { openModelDir } from "../../lib/model/model_dir.ts";
@@ -300,6 +302,75 @@ webgpuTest(
     fresh.turns.forEach((turn, t) =>
       turn.forEach((want, i) => {
         const have = reused.turns[t][i];
+        assert.deepEqual(have.tokens, want.tokens, `batch ${t}, sequence ${i}: tokens`);
+        const worst = Math.max(...want.logprobs.map((lp, j) => Math.abs(lp - have.logprobs[j])));
+        assert.ok(worst <= TOLERANCE, `batch ${t}, sequence ${i}: worst log-prob difference ${worst}`);
+      })
+    );
+  },
+);
+
+webgpuTest(
+  "under graph capture, batches of more shapes than the cache pool keeps decode on the main graph and free their caches; a lasting scheduler's steps are still captured",
+  async () => {
+    const model = await openModelDir(await makeTinyModel({ vocab: VOCAB, tokenizer: false, seed: 11 }));
+    const rows = 8;
+    const shapes = POOLED_CACHES + 4; // each batch a capacity of its own
+    const prompts = (i: number) => Array.from({ length: rows }, (_, r) => [1 + r, 2 + i, 3, 4 + (r % 3)]);
+    const run = async (graphCapture: boolean) => {
+      const e = await InferenceEngine.create(model, null, { ep: "webgpu", decodeGraph: true, graphCapture });
+      try {
+        const turns = [];
+        const graphs = [];
+        const decodeSessionSteps = [];
+        let before = 0;
+        for (let i = 0; i < shapes; i++) {
+          if (i === POOLED_CACHES) before = Deno.memoryUsage().rss; // the pool is full from here
+          const batch = new GenerationBatch(e, prompts(i), 4000 + i, Array(rows).fill(i + 1));
+          turns.push(await batch.generate({ maxNewTokens: 4, temperature: 1 }));
+          batch.release();
+          graphs.push(e.capturedDecodeGraphs);
+          decodeSessionSteps.push(e.decodeGraphSteps);
+        }
+        const grown = Deno.memoryUsage().rss - before;
+        // A policy's rollout scheduler keeps its cache for the policy's life (local_policy.ts): pooled and
+        // captured even with the pool full.
+        const lasting = new TurnScheduler(e, 2, 300, { lasting: true });
+        const stepsBefore = e.capturedDecodeSteps;
+        const slot = await lasting.openSequence([5, 6, 7], 9);
+        turns.push([await lasting.generate(slot, { maxNewTokens: 4, temperature: 1 })]);
+        lasting.close(slot);
+        const rolloutCaptured = e.capturedDecodeSteps - stepsBefore;
+        lasting.release();
+        return { turns, graphs, decodeSessionSteps, grown, rolloutCaptured };
+      } finally {
+        await e.close();
+      }
+    };
+    const fresh = await run(false);
+    const bounded = await run(true);
+    const cacheBytes = rows * 4000 * 2 * 64 * 4 * 2 * 2; // keys and values, 2 layers: 16 MB (tiny model)
+    assert.ok(bounded.graphs[POOLED_CACHES - 1] > 0, "the pool's caches were captured");
+    assert.equal(
+      bounded.graphs.at(-1),
+      bounded.graphs[POOLED_CACHES - 1],
+      "no graph captured past the pool's limit",
+    );
+    assert.equal(
+      bounded.decodeSessionSteps.at(-1),
+      bounded.decodeSessionSteps[POOLED_CACHES - 1],
+      "past the pool's limit the steps ran on the main graph",
+    );
+    assert.ok(bounded.rolloutCaptured > 0, "the lasting scheduler's steps ran captured");
+    assert.ok(
+      bounded.grown < ((shapes - POOLED_CACHES) * cacheBytes) / 4,
+      `RSS grew ${(bounded.grown / 2 ** 20).toFixed(0)} MB over ${
+        shapes - POOLED_CACHES
+      } batches past the pool`,
+    );
+    fresh.turns.forEach((turn, t) =>
+      turn.forEach((want, i) => {
+        const have = bounded.turns[t][i];
         assert.deepEqual(have.tokens, want.tokens, `batch ${t}, sequence ${i}: tokens`);
         const worst = Math.max(...want.logprobs.map((lp, j) => Math.abs(lp - have.logprobs[j])));
         assert.ok(worst <= TOLERANCE, `batch ${t}, sequence ${i}: worst log-prob difference ${worst}`);
