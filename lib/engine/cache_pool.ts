@@ -61,24 +61,17 @@ export class CachePool {
     if (!free && !lasting) this.#transient += 1;
     const cache = free ?? this.#made(make());
     let lent = true;
-    return {
-      batch: cache.batch,
-      capacity: cache.capacity,
-      get bytes() {
-        return cache.bytes;
-      },
-      range: (from: number, to: number): CacheBinding => {
-        if (!lent) throw new Error("KV cache: used after release()");
-        return cache.range(from, to);
-      },
-      release: () => {
-        if (!lent) return;
-        lent = false;
-        const free = this.#free.get(key) ?? [];
-        this.#free.set(key, free);
-        free.push(cache);
-      },
+    const range = (from: number, to: number): CacheBinding => {
+      if (!lent) throw new Error("KV cache: used after release()");
+      return cache.range(from, to);
     };
+    return withRangeAndRelease(cache, range, () => {
+      if (!lent) return;
+      lent = false;
+      const free = this.#free.get(key) ?? [];
+      this.#free.set(key, free);
+      free.push(cache);
+    });
   }
 
   /** Frees every cache made here, lent or free (after the sessions whose bindings hold them are closed). */
@@ -96,18 +89,28 @@ export class CachePool {
 /** `cache` with bindings that say `uncaptured` (each made once per row range, as the cache's own are). */
 function uncaptured(cache: BatchCache): BatchCache {
   const bindings = new Map<string, CacheBinding>();
+  const range = (from: number, to: number): CacheBinding => {
+    const key = `${from}:${to}`;
+    let binding = bindings.get(key);
+    if (!binding) bindings.set(key, binding = { ...cache.range(from, to), uncaptured: true });
+    return binding;
+  };
+  return withRangeAndRelease(cache, range, () => cache.release());
+}
+
+/** `cache`'s size, capacity and bytes, with `range` and `release` of the caller's. */
+function withRangeAndRelease(
+  cache: BatchCache,
+  range: BatchCache["range"],
+  release: BatchCache["release"],
+): BatchCache {
   return {
     batch: cache.batch,
     capacity: cache.capacity,
     get bytes() {
       return cache.bytes;
     },
-    range: (from: number, to: number): CacheBinding => {
-      const key = `${from}:${to}`;
-      let binding = bindings.get(key);
-      if (!binding) bindings.set(key, binding = { ...cache.range(from, to), uncaptured: true });
-      return binding;
-    },
-    release: () => cache.release(),
+    range,
+    release,
   };
 }

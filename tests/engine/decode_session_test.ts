@@ -20,7 +20,7 @@ import { attentionSpan, CAPTURE_SPAN_MIN, captureRefusal } from "../../lib/engin
 import { UserError } from "../../lib/errors.ts";
 import { GenerationBatch } from "../../lib/engine/generate.ts";
 import { POOLED_CACHES } from "../../lib/engine/cache_pool.ts";
-import { TurnScheduler } from "../../lib/engine/scheduler.ts";
+import { type Generation, TurnScheduler } from "../../lib/engine/scheduler.ts";
 import { loraScale } from "../../lib/model/lora.ts";
 import type { LoraSpec } from "../../lib/model/lora.ts";
 import { openModelDir } from "../../lib/model/model_dir.ts";
@@ -255,6 +255,18 @@ webgpuTest(
   },
 );
 
+/** Each batch's generations have the expected tokens and log-probs (within TOLERANCE). */
+function assertSameTurns(got: readonly Generation[][], expected: readonly Generation[][]): void {
+  expected.forEach((turn, t) =>
+    turn.forEach((want, i) => {
+      const have = got[t][i];
+      assert.deepEqual(have.tokens, want.tokens, `batch ${t}, sequence ${i}: tokens`);
+      const worst = Math.max(...want.logprobs.map((lp, j) => Math.abs(lp - have.logprobs[j])));
+      assert.ok(worst <= TOLERANCE, `batch ${t}, sequence ${i}: worst log-prob difference ${worst}`);
+    })
+  );
+}
+
 webgpuTest(
   "under graph capture, batches of one size and capacity reuse one cache: no new graphs or memory per batch, and each decodes as on a fresh cache",
   async () => {
@@ -299,14 +311,7 @@ webgpuTest(
         (reused.cacheBytes / 2 ** 20).toFixed(0)
       } MB caches`,
     );
-    fresh.turns.forEach((turn, t) =>
-      turn.forEach((want, i) => {
-        const have = reused.turns[t][i];
-        assert.deepEqual(have.tokens, want.tokens, `batch ${t}, sequence ${i}: tokens`);
-        const worst = Math.max(...want.logprobs.map((lp, j) => Math.abs(lp - have.logprobs[j])));
-        assert.ok(worst <= TOLERANCE, `batch ${t}, sequence ${i}: worst log-prob difference ${worst}`);
-      })
-    );
+    assertSameTurns(reused.turns, fresh.turns);
   },
 );
 
@@ -368,14 +373,7 @@ webgpuTest(
         shapes - POOLED_CACHES
       } batches past the pool`,
     );
-    fresh.turns.forEach((turn, t) =>
-      turn.forEach((want, i) => {
-        const have = bounded.turns[t][i];
-        assert.deepEqual(have.tokens, want.tokens, `batch ${t}, sequence ${i}: tokens`);
-        const worst = Math.max(...want.logprobs.map((lp, j) => Math.abs(lp - have.logprobs[j])));
-        assert.ok(worst <= TOLERANCE, `batch ${t}, sequence ${i}: worst log-prob difference ${worst}`);
-      })
-    );
+    assertSameTurns(bounded.turns, fresh.turns);
   },
 );
 
