@@ -30,7 +30,9 @@
  * flipped near-tie would flip a token). Decoding always at the full slot width makes every log-prob
  * bit-identical whatever else is in flight and whenever tool results arrive, so a resumed run repeats an
  * uninterrupted one exactly. It costs decode work on idle slots when few sequences are live; a server
- * that does not need exactness can pass `exact: false`.
+ * that does not need exactness can pass `exact: false`. Nor may a row's result depend on which slot it
+ * decodes in, which arrival timing decides: the sampler's sums are CumSums for that reason (head.ts
+ * `inverseCdf`; docs/ENGINE_FACTS.md, "Exact batching").
  *
  * @module
  */

@@ -114,6 +114,43 @@ for (const vocab of [256, 300]) {
   });
 }
 
+Deno.test("a row samples the same token wherever it sits in the batch, its uniform on a boundary", async () => {
+  // 9 blocks of 128 and top-k 37: rows whose length is not a multiple of 8, where onnxruntime's CPU
+  // ReduceSum rounds differently by the row's place (head.ts inverseCdf). Each uniform puts the threshold
+  // on a block boundary (or, for top-k, on a kept token's), as float64 puts it, so a total that moved in
+  // its last bit picks the neighbour.
+  const [vocab, rows] = [9 * 128, 48];
+  const session = await samplerSession(vocab);
+  const z = randomLogits(rows, vocab, 21);
+  const rand = mulberry32(22);
+  for (const o of [{ temperature: 1 }, { temperature: 1, topK: 37 }]) {
+    const u = Array.from({ length: rows }, (_, b) => {
+      const p = probs(z, b, vocab, 1);
+      const ranked = o.topK ? [...p].sort((x, y) => y - x).slice(0, o.topK) : blockMasses(p);
+      const edge = 1 + Math.floor(rand() * (ranked.length - 1));
+      const total = ranked.reduce((a, c) => a + c, 0);
+      return ranked.slice(0, edge).reduce((a, c) => a + c, 0) / total;
+    });
+    const rotated = <T>(xs: T[]) => [xs[rows - 1], ...xs.slice(0, -1)]; // every row one place down
+    const zRotated = new Float32Array(rows * vocab);
+    zRotated.set(z.subarray((rows - 1) * vocab));
+    zRotated.set(z.subarray(0, (rows - 1) * vocab), vocab);
+    const inPlace = await sample(session, z, vocab, u, o);
+    const moved = await sample(session, zRotated, vocab, rotated(u), o);
+    assert.deepEqual(moved.tokens, rotated(inPlace.tokens), `${JSON.stringify(o)}: tokens`);
+    assert.deepEqual(moved.logprobs, rotated(inPlace.logprobs), `${JSON.stringify(o)}: log-probs`);
+  }
+  await session.release();
+});
+
+/** The masses of a row's blocks of 128 entries (the two-stage sampler's first stage). */
+function blockMasses(p: number[]): number[] {
+  return Array.from(
+    { length: Math.ceil(p.length / 128) },
+    (_, j) => p.slice(j * 128, (j + 1) * 128).reduce((a, c) => a + c, 0),
+  );
+}
+
 Deno.test("top-k and top-p sample among the kept tokens by inverse CDF, reporting full-softmax log-probs", async () => {
   const vocab = 300;
   const session = await samplerSession(vocab);

@@ -290,13 +290,28 @@ export function sampleUnbranched(
 }
 
 /**
- * Index of the first entry whose running sum reaches `threshold`: p `[B, K]`, threshold `[B, 1]` → `[B, 1]`,
- * as a float32 count (exact below 2^24). Counting in float keeps every step on a GPU provider, which has
- * no int64 ReduceSum or Min: an int64 count would send `[B, K]` to the host and back inside each decode
- * step (docs/ENGINE_FACTS.md, "The GPU path"). Indices become int64 only where a gather reads them.
+ * Inverse CDF within rows: p `[B, K]`, uniforms u `[B, 1]` → `[index, threshold]`, both `[B, 1]`: the index
+ * of the first entry whose running sum reaches threshold = u · the row's total, as a float32 count (exact
+ * below 2^24). Counting in float keeps every step on a GPU provider, which has no int64 ReduceSum or Min:
+ * an int64 count would send `[B, K]` to the host and back inside each decode step (docs/ENGINE_FACTS.md,
+ * "The GPU path"). Indices become int64 only where a gather reads them.
+ *
+ * The total is the running sum's last entry, not a ReduceSum of p: onnxruntime's CPU ReduceSum over rows
+ * whose length is not a multiple of 8 rounds differently by the row's place in the batch (measured: rows of
+ * 1,187 block masses, the two-stage sampler's at Qwen3's vocabulary, differed in 123 of 200 random rows
+ * between row 0 of a batch of 1 and row 1 of a batch of 2; CumSum and Softmax in none), so a threshold
+ * that moved in its last bit flipped a sampled token when a sequence decoded in another slot
+ * (tests/engine/scheduler_test.ts, staggered sequences). CumSum adds along each row in order, wherever the
+ * row sits, and the count of entries below the threshold is a sum of ones, exact in any order.
  */
-function inverseCdf(g: GraphBuilder, p: Value, threshold: Value, size: number | Value): Value {
+function inverseCdf(g: GraphBuilder, p: Value, u: Value, size: number | Value): [Value, Value] {
   const cdf = CumSum.emit(g, p, 1); // [B, K]
+  const threshold = Mul.emit(g, u, Slice.emit(g, cdf, [-1], [Number.MAX_SAFE_INTEGER], [1])); // [B, 1]
+  return [firstReaching(g, cdf, threshold, size), threshold];
+}
+
+/** Index of the first running sum (cdf `[B, K]`) that reaches `threshold` `[B, 1]`: `[B, 1]` float32. */
+function firstReaching(g: GraphBuilder, cdf: Value, threshold: Value, size: number | Value): Value {
   const below = ReduceSum.emit(g, Cast.emit(g, Less.emit(g, cdf, threshold), "float32"), [1]); // [B, 1]
   const last = typeof size === "number" ? g.scalar(size - 1) : Sub.emit(g, size, 1); // [] or [1]
   return Min.emit(g, below, last); // [B, 1]: rounding can put the threshold past the last sum
@@ -316,14 +331,13 @@ function sampleTwoStage(g: GraphBuilder, p: Value, u: Value, vocab: number): Val
   const blocks = Math.ceil(vocab / BLOCK);
   const padded = blocks * BLOCK === vocab ? p : padColumns(g, p, blocks * BLOCK - vocab); // [B, nb*BLOCK]
   const p3 = Reshape.emit(g, padded, [0, blocks, BLOCK]); // [B, nb, BLOCK]
-  const mass = ReduceSum.emit(g, p3, [2], { keepdims: false }); // [B, nb]
-  const threshold = Mul.emit(g, u, ReduceSum.emit(g, mass, [1])); // [B, 1]
-  const j = inverseCdf(g, mass, threshold, blocks); // [B, 1] float
+  const mass = ReduceSum.emit(g, p3, [2], { keepdims: false }); // [B, nb]: rows of 128, a multiple of 8
+  const [j, threshold] = inverseCdf(g, mass, u, blocks); // [B, 1] float, [B, 1]
   const before = CumSum.emit(g, mass, 1, { exclusive: true }); // [B, nb]
   const rest = Sub.emit(g, threshold, GatherElements.emit(g, before, toIndex(g, j), 1)); // [B, 1]
   const at = toIndex(g, Expand.emit(g, Unsqueeze.emit(g, j, [2]), [1, 1, BLOCK])); // [B, 1, BLOCK]
   const inBlock = Squeeze.emit(g, GatherElements.emit(g, p3, at, 1), [1]); // [B, BLOCK]
-  const k = inverseCdf(g, inBlock, rest, BLOCK); // [B, 1] float
+  const k = firstReaching(g, CumSum.emit(g, inBlock, 1), rest, BLOCK); // [B, 1] float
   return toIndex(g, Min.emit(g, Add.emit(g, Mul.emit(g, j, BLOCK), k), g.scalar(vocab - 1))); // [B, 1]
 }
 
@@ -341,6 +355,6 @@ function sampleFiltered(g: GraphBuilder, z: Value, p: Value, u: Value, s: Sample
   const before = CumSum.emit(g, sorted, 1, { exclusive: true }); // [B, K]: mass of better tokens
   const kept = Mul.emit(g, sorted, Cast.emit(g, Less.emit(g, before, s.topP), "float32")); // [B, K]; the first stays
   const size = Cast.emit(g, Gather.emit(g, Shape.emit(g, kept), g.ints([1]), 0), "float32"); // [1]
-  const j = inverseCdf(g, kept, Mul.emit(g, u, ReduceSum.emit(g, kept, [1])), size); // [B, 1] float
+  const [j] = inverseCdf(g, kept, u, size); // [B, 1] float
   return GatherElements.emit(g, indices, toIndex(g, j), 1); // [B, 1]
 }
