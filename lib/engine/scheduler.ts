@@ -47,7 +47,7 @@ import type { BatchStats, GenerateOptions, Generation } from "./turn.ts";
 export type { BatchStats, GenerateOptions, Generation, TokenEvent } from "./turn.ts";
 import type { BatchCache } from "./kv_cache.ts";
 import { samplingUniform } from "./seeds.ts";
-import { yieldToEventLoop } from "./yield.ts";
+import { EventLoopYields } from "./yield.ts";
 
 interface Turn {
   options: GenerateOptions;
@@ -242,9 +242,10 @@ export class TurnScheduler {
    * forever (issue 29: a one-token turn asked for right after the previous one resolved).
    */
   async #loop(): Promise<void> {
+    const yields = new EventLoopYields();
     try {
       // One event-loop turn first, so that requests made together are admitted (and prefilled) together.
-      await yieldToEventLoop();
+      await yields.next();
       for (;;) {
         this.#dropCancelled();
         const group = this.#nextGroup();
@@ -257,9 +258,10 @@ export class TurnScheduler {
         } catch (error) {
           for (const i of group) this.#finish(i, error);
         }
-        await yieldToEventLoop();
+        await yields.next();
       }
     } finally {
+      yields.close();
       this.#running = false;
     }
   }

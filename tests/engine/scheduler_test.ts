@@ -8,6 +8,7 @@ import assert from "node:assert/strict";
 import { LocalPolicy } from "../../lib/engine/local_policy.ts";
 import { loadPolicy } from "../../lib/engine/worker_policy.ts";
 import type { Policy } from "../../lib/engine/policy.ts";
+import { command } from "../helpers/commands.ts";
 import { decodeStepsReached, isAbort } from "../helpers/decode_steps.ts";
 import { makeTinyModel } from "../helpers/tiny_model.ts";
 
@@ -190,4 +191,14 @@ Deno.test("a turn asked for just after the last one ended still runs (the schedu
   } finally {
     await policy.close();
   }
+});
+
+Deno.test("a process that generated and closed its policy ends on its own (no yield channel left open)", async () => {
+  // The scheduler's loop keeps one MessageChannel open while it runs (lib/engine/yield.ts); one left open
+  // after the loop ends keeps the process alive: the child would run into the time limit.
+  const out = await command("tests/fixtures/generate_then_end.ts", [await makeTinyModel()], {
+    timeoutMs: 60_000,
+  });
+  assert.equal(out.code, 0, `exit code ${out.code} (a killed child: 143 or so); stderr: ${out.stderr}`);
+  assert.match(out.stdout, /^done$/m);
 });
