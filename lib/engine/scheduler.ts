@@ -47,7 +47,7 @@ import type { BatchStats, GenerateOptions, Generation } from "./turn.ts";
 export type { BatchStats, GenerateOptions, Generation, TokenEvent } from "./turn.ts";
 import type { BatchCache } from "./kv_cache.ts";
 import { samplingUniform } from "./seeds.ts";
-import { EventLoopYields } from "./yield.ts";
+import { yieldToEventLoop } from "./yield.ts";
 
 interface Turn {
   options: GenerateOptions;
@@ -242,10 +242,9 @@ export class TurnScheduler {
    * forever (issue 29: a one-token turn asked for right after the previous one resolved).
    */
   async #loop(): Promise<void> {
-    const yields = new EventLoopYields();
     try {
       // One event-loop turn first, so that requests made together are admitted (and prefilled) together.
-      await yields.next();
+      await yieldToEventLoop();
       for (;;) {
         this.#dropCancelled();
         const group = this.#nextGroup();
@@ -258,10 +257,9 @@ export class TurnScheduler {
         } catch (error) {
           for (const i of group) this.#finish(i, error);
         }
-        await yields.next();
+        await yieldToEventLoop();
       }
     } finally {
-      yields.close();
       this.#running = false;
     }
   }

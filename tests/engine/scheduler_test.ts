@@ -194,8 +194,8 @@ Deno.test("a turn asked for just after the last one ended still runs (the schedu
 });
 
 Deno.test("a process that generated and closed its policy ends on its own (no yield channel left open)", async () => {
-  // The scheduler's loop keeps one MessageChannel open while it runs (lib/engine/yield.ts); one left open
-  // after the loop ends keeps the process alive: the child would run into the time limit.
+  // The scheduler's loop yields through a MessageChannel (lib/engine/yield.ts), closed once no yield is
+  // pending; one left open keeps the process alive: the child would run into the time limit.
   const out = await command("tests/fixtures/generate_then_end.ts", [await makeTinyModel()], {
     timeoutMs: 60_000,
   });
