@@ -1,7 +1,8 @@
 /**
  * The output head pieces in isolation (lib/model/graph/head.ts): the sampler picks exactly the
- * inverse-CDF token for its uniform (with and without vocabulary padding, with top-k / top-p), and the
- * chunked target log-probs equal a plain log-softmax for any row count.
+ * inverse-CDF token for its uniform (with and without vocabulary padding, with top-k / top-p), the same
+ * token wherever its row sits in the batch, and the chunked target log-probs equal a plain log-softmax for
+ * any row count.
  *
  * The head matrix is the identity, so the "hidden rows" are the logits themselves.
  */
