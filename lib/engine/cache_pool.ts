@@ -57,8 +57,10 @@ export class CachePool {
   take(batch: number, capacity: number, make: () => BatchCache, lasting = false): BatchCache {
     const key = `${batch}x${capacity}`;
     const free = this.#free.get(key)?.pop();
-    if (!free && !lasting && this.#transient >= this.#limit) return uncaptured(make());
-    if (!free && !lasting) this.#transient += 1;
+    if (!free && !lasting) {
+      if (this.#transient >= this.#limit) return uncaptured(make());
+      this.#transient += 1;
+    }
     const cache = free ?? this.#made(make());
     let lent = true;
     const range = (from: number, to: number): CacheBinding => {
