@@ -17,7 +17,9 @@
  * Every operand is a graph input bound once (in device memory on a GPU provider), the output too, so a
  * run moves no data between host and device. Reported per product and form: the median wall time of
  * `repeats` runs after a warm-up, and where the provider writes GPU timestamps (WebGPU), the median GPU
- * time from a separate profiled run (lib/engine/profiled.ts). TFLOP/s = 2·M·in·out / time.
+ * time from a separate profiled run (lib/engine/profiled.ts), with the names of the programs it dispatched
+ * (which kernel the provider chose: onnxruntime's WebGPU MatMul and Gemm have subgroup-matrix programs for
+ * some GPUs, docs/ENGINE_FACTS.md). TFLOP/s = 2·M·in·out / time.
  *
  *   deno run -A bench/gemm_forms.ts --ep webgpu --compute float16 [--models qwen3-0.6b,qwen3-1.7b|DIR,…]
  *     [--tokens 1,32,4096] [--rank 16] [--repeats 10] [--only qkv,head]
@@ -133,6 +135,11 @@ export interface FormResult {
   /** Median GPU time of the product's dispatches per run; null where the provider writes no timestamps. */
   gpuMs: number | null;
   tflops: number;
+  /**
+   * The provider's programs the product dispatched (their names in the GPU timestamps: a kernel choice the
+   * op hides, such as a subgroup-matrix MatMul); null where the provider writes no timestamps.
+   */
+  programs: string[] | null;
 }
 
 /** Times `form` of `p`: median wall ms of `repeats` runs, then GPU ms from a profiled run set. */
@@ -173,10 +180,12 @@ async function measureForm(
       await traced.close();
     }
   });
-  const gpu = busiestRuns(traces).map((r) => r.gpu.reduce((sum, e) => sum + e.dur, 0) / 1000);
-  const gpuMs = gpu.length > 1 && gpu.some((ms) => ms > 0) ? median(gpu.slice(1)) : null; // past the warm-up
+  const timed = busiestRuns(traces).slice(1); // past the warm-up
+  const gpu = timed.map((r) => r.gpu.reduce((sum, e) => sum + e.dur, 0) / 1000);
+  const gpuMs = gpu.some((ms) => ms > 0) ? median(gpu) : null;
+  const programs = gpuMs === null ? null : [...new Set(timed.flatMap((r) => r.gpu.map((e) => e.program)))];
   const wallMs = median(wall);
-  return { form, wallMs, gpuMs, tflops: (2 * p.m * p.k * p.n) / ((gpuMs ?? wallMs) * 1e9) };
+  return { form, wallMs, gpuMs, tflops: (2 * p.m * p.k * p.n) / ((gpuMs ?? wallMs) * 1e9), programs };
 }
 
 /** x, w and y for one run set: bound (device memory on a GPU provider) and released after. */

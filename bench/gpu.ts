@@ -189,12 +189,17 @@ export function gemmTable(gemm: any): string[] {
         r.name,
         r.m,
         `${r.k} → ${r.n}`,
-        r.results.map((x: any) => `${x.form} ${f(x.tflops, 2)}`).join(", "),
+        r.results.map((x: any) => `${x.form} ${f(x.tflops, 2)}${programsNote(x.programs)}`).join(", "),
         r.fastest,
       ])
     ),
     "",
   ];
+}
+
+/** ` (Program, …)`: the GPU programs a form dispatched (bench/gemm_forms.ts), or nothing where unknown. */
+function programsNote(programs: string[] | null | undefined): string {
+  return programs?.length ? ` (${programs.join(", ")})` : "";
 }
 
 /** A Markdown table row. */

@@ -171,14 +171,22 @@ webgpuTest(
     );
     for (const [product, m, , byForm, fastest] of gemm) {
       assert.equal(m, "3", product);
-      const rates = [...byForm.matchAll(/(\w+) (\d+\.\d+)/g)].map(([, form, tflops]) => ({
+      const rates = [...byForm.matchAll(/(\w+) (\d+\.\d+) \(([^)]+)\)/g)].map((
+        [, form, tflops, programs],
+      ) => ({
         form,
         tflops: Number(tflops),
+        programs,
       }));
       assert.ok(
-        rates.length >= 2 && rates.some((x) => x.form === fastest),
-        `${product}: ${byForm}, ${fastest}`,
+        rates.length >= 2 && rates.length === [...byForm.matchAll(/\d+\.\d+/g)].length &&
+          rates.some((x) => x.form === fastest),
+        `each form with its rate and programs: ${product}: ${byForm}, ${fastest}`,
       );
+      // The programs are the form's own: a MatMul node dispatches MatMul's, a Gemm node Gemm's.
+      for (const { form, programs } of rates) {
+        assert.match(programs, form === "matmul" ? /MatMul/ : /Gemm/, `${product}: ${byForm}`);
+      }
     }
     assert.match(r.stdout, /GEMM forms \(bench\/gemm_forms\.ts; float16, TFLOP\/s from GPU time/);
 
