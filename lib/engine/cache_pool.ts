@@ -88,13 +88,17 @@ export class CachePool {
   }
 }
 
-/** `cache` with bindings that say `uncaptured` (each made once per row range, as the cache's own are). */
+/**
+ * `cache` with bindings that say `uncaptured`: one per binding the cache hands out, so one per row range
+ * while the cache keeps its own, and a new one where the cache made a new one (a staged range's, when its
+ * staging grew: device_cache.ts; the old one reads freed tensors).
+ */
 function uncaptured(cache: BatchCache): BatchCache {
-  const bindings = new Map<string, CacheBinding>();
+  const marked = new WeakMap<CacheBinding, CacheBinding>();
   const range = (from: number, to: number): CacheBinding => {
-    const key = `${from}:${to}`;
-    let binding = bindings.get(key);
-    if (!binding) bindings.set(key, binding = { ...cache.range(from, to), uncaptured: true });
+    const own = cache.range(from, to);
+    let binding = marked.get(own);
+    if (!binding) marked.set(own, binding = { ...own, uncaptured: true });
     return binding;
   };
   return withRangeAndRelease(cache, range, () => cache.release());

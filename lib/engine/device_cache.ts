@@ -97,7 +97,10 @@ export class DeviceKvCache implements BatchCache {
       this.#staging.forEach((t) => t.release());
       const [, ...inner] = this.#tensors[0].dims;
       this.#staging = this.#tensors.map(() => this.#memory.tensor(this.#type, [n, ...inner]));
-      for (const key of this.#ranges.keys()) if (key % (this.batch + 1) !== 0) this.#ranges.delete(key);
+      // The staged ranges' bindings read the old tensors: drop them. A range from row 0 (its key, `to`, at
+      // most the batch: kv_cache.ts `rangeKey`) is a view of the cache itself and keeps its binding, which
+      // graphs captured on it replay (decode_session.ts).
+      for (const key of this.#ranges.keys()) if (key > this.batch) this.#ranges.delete(key);
     }
     return this.#staging.map((t) => this.#memory.prefix(t, n));
   }

@@ -10,7 +10,10 @@ import assert from "node:assert/strict";
 import { CachePool } from "../../lib/engine/cache_pool.ts";
 import type { BatchCache, CacheBinding } from "../../lib/engine/kv_cache.ts";
 
-/** A cache that counts its releases and hands out one binding object per row range. */
+/**
+ * A cache that counts its releases and hands out one binding object per row range, until `remake` (as a
+ * device cache makes new bindings for staged rows when its staging grows).
+ */
 function standIn(batch: number, capacity: number) {
   const bindings = new Map<string, CacheBinding>();
   const cache = {
@@ -18,6 +21,7 @@ function standIn(batch: number, capacity: number) {
     capacity,
     bytes: batch * capacity,
     releases: 0,
+    remake: () => bindings.clear(),
     range(from: number, to: number): CacheBinding {
       const key = `${from}:${to}`;
       if (!bindings.has(key)) bindings.set(key, { layers: [] });
@@ -80,6 +84,11 @@ Deno.test("past its limit a cache pool lends caches of their own, uncaptured and
   const binding = over.range(0, 1);
   assert.equal(binding.uncaptured, true, "past the limit: uncaptured");
   assert.equal(over.range(0, 1), binding, "one binding object per row range");
+  made[2].remake();
+  const remade = over.range(0, 1);
+  assert.notEqual(remade, binding, "a binding the cache made anew is marked anew, not the old one kept");
+  assert.equal(remade.layers, made[2].range(0, 1).layers, "with the cache's new binding's tensors");
+  assert.equal(remade.uncaptured, true);
   over.release();
   assert.equal(made[2].releases, 1, "freed on release, not kept");
   const lasting = take(13, true);

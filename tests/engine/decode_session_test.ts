@@ -6,7 +6,9 @@
  * adapter, through a second turn under another adapter (set after the first steps were bound, or captured)
  * whose continuation runs on the main graph on the same cache; every decode step went through the decode
  * session; steps called at once on two caches each get their own cache's token; a sequence's bits do not
- * depend on the other sequences in flight, which set the attention's span. And what capture needs from
+ * depend on the other sequences in flight, which set the attention's span; prompts staged into a cache's
+ * later rows leave its decode binding (and so its captured graph) as it was, past the cache pool's limit
+ * too, where a continuation runs after the staging grew. And what capture needs from
  * onnxruntime 1.30 itself: several captured graphs in one session, picked by `gpu_graph_id`, -1 running
  * uncaptured; a graph with an If refused with onnxruntime's message.
  *
@@ -426,6 +428,78 @@ webgpuTest(
       } finally {
         await e.close();
       }
+    }
+  },
+);
+
+/**
+ * Steps on a 4-row cache as a rollout makes them: a prefill of every row, a decode step, prompts prefilled
+ * into row 1 and then rows 2–3 (staged rows: the second grows the staging cache), a continuation on row 1
+ * (through the grown staging), and a decode step again. Each step's tokens and log-probs, and the graphs
+ * the engine had captured after each decode step.
+ */
+async function stagedRows(e: InferenceEngine, cache: ReturnType<InferenceEngine["createCache"]>) {
+  const sampling = { temperature: 0, topK: 0, topP: 1 };
+  const steps: Awaited<ReturnType<InferenceEngine["step"]>>[] = [];
+  const graphs: number[] = [];
+  const step = async (from: number, to: number, ids: number[], width: number, seqlens: number[]) => {
+    const batch = to - from;
+    const out = await e.step({
+      ids,
+      batch,
+      width,
+      seqlens,
+      sampleAt: Array(batch).fill(width - 1),
+      uniforms: Array(batch).fill(0.5),
+      sampling,
+      cache: cache.range(from, to),
+    });
+    steps.push(out);
+    return out.tokens;
+  };
+  const first = await step(0, 4, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12], 3, [2, 2, 2, 2]);
+  const second = await step(0, 4, first, 1, [3, 3, 3, 3]);
+  graphs.push(e.capturedDecodeGraphs);
+  const row1 = await step(1, 2, [40, 41, 42], 3, [2]);
+  const rows23 = await step(2, 4, [50, 51, 52, 60, 61, 62], 3, [2, 2]);
+  const [row1Next] = await step(1, 2, [row1[0], 43], 2, [4]);
+  await step(0, 4, [second[0], row1Next, ...rows23], 1, [4, 5, 3, 3]);
+  graphs.push(e.capturedDecodeGraphs);
+  return { steps, graphs };
+}
+
+webgpuTest(
+  "under graph capture, prompts staged into later rows keep the cache's decode binding (its graph replayed), and past the cache pool's limit a continuation runs after the staging grew",
+  async () => {
+    const model = await openModelDir(await makeTinyModel({ vocab: VOCAB, tokenizer: false, seed: 11 }));
+    const run = async (graphCapture: boolean, poolFull: boolean) => {
+      const e = await InferenceEngine.create(model, null, { ep: "webgpu", decodeGraph: true, graphCapture });
+      try {
+        if (poolFull) { for (let i = 0; i < POOLED_CACHES; i++) e.createCache(4, 100 + i).release(); }
+        const cache = e.createCache(4, 64);
+        try {
+          return await stagedRows(e, cache);
+        } finally {
+          cache.release();
+        }
+      } finally {
+        await e.close();
+      }
+    };
+    const plain = await run(false, false);
+    const captured = await run(true, false);
+    assert.ok(captured.graphs[0] > 0, "the first decode step was captured");
+    assert.equal(
+      captured.graphs[1],
+      captured.graphs[0],
+      "the second decode step replayed the first one's graph: the rows staged since kept its binding",
+    );
+    const pastLimit = await run(true, true);
+    for (const got of [captured, pastLimit]) {
+      got.steps.forEach((s, i) => {
+        assert.deepEqual(s.tokens, plain.steps[i].tokens, `step ${i}: tokens`);
+        s.logprobs.forEach((lp, j) => assert.ok(Math.abs(lp - plain.steps[i].logprobs[j]) <= TOLERANCE));
+      });
     }
   },
 );
