@@ -26,8 +26,9 @@ import type { Objective, TokenInputs } from "../losses/objective.ts";
 import { shaped } from "./attention.ts";
 import type { LogSoftmaxFn } from "../model/graph/head.ts";
 
-const { Add, Div, Exp, Gather, GatherElements, Gemm, Loop, Mul, Neg, ReduceSum, Reshape, Shape } = OPS;
-const { Slice, Squeeze, Sub, Unsqueeze } = OPS;
+const { Add, Div, Exp, Gather, GatherElements, Gemm, Greater, Loop, Mul, Neg, ReduceSum, Reshape, Shape } =
+  OPS;
+const { Slice, Squeeze, Sub, Unsqueeze, Where } = OPS;
 
 /** Per-row inputs of the head, each `[N]`, and the run's scalars. */
 export interface HeadLossInputs {
@@ -139,6 +140,17 @@ function unchunkedHeadLoss(
   };
 }
 
+/**
+ * The log-probs the objective reads: `lp` on weighted rows, 0 on the rest. The rows of weight 0 are the
+ * padding that rounds the head's rows up (lib/train/batch.ts): their inputs are 0 and they predict token 0,
+ * whose log-prob at a low temperature can lie below -88.7, where an objective's `exp(ref - lp)` overflows
+ * float32; weight 0 times infinity is NaN, in the loss and through autodiff in every gradient. With lp 0
+ * there every term is finite, and the weighted rows' values and gradients are as they were.
+ */
+function weightedOnly(b: GraphBuilder, lp: Value, weights: Value): Value {
+  return Where.emit(b, Greater.emit(b, weights, 0), lp, b.scalar(0)); // [C]
+}
+
 interface ChunkRows {
   weights: Value;
   inputs: Readonly<Record<string, Value>>;
@@ -159,7 +171,7 @@ function chunkStep(
   const logprobs = shaped(Squeeze.emit(b, GatherElements.emit(b, ls, target, 1), [1]), ["C"]); // [C]
   const inputs: TokenInputs = {
     inputs: rows.inputs,
-    logprobs,
+    logprobs: weightedOnly(b, logprobs, rows.weights),
     scalars: x.scalars,
   };
   const parts = objective(b, inputs);

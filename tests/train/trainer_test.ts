@@ -246,6 +246,45 @@ Deno.test("one SGD step (lr 1) moves the adapter by minus the gradient; the loss
   }
 });
 
+Deno.test("a micro-batch's padding rows add nothing to the loss or the gradients, with the KL term at a low temperature", async () => {
+  const { model } = await smallModel();
+  const adapter = randomAdapter(model.config, SPEC, 22, 0.2);
+  const trainer = await Trainer.create(model, { lora: SPEC, objective: "clipped", withReference: true });
+  try {
+    // 12 tokens, 9 in the loss: the head's 9 rows are padded to 32 with rows that predict token 0.
+    const tokens = Array.from({ length: 12 }, (_, i) => (i * 37 + 5) % VOCAB);
+    const zeros = () => tokens.map(() => 0);
+    const episode: TrainEpisode = {
+      tokens,
+      lossMask: tokens.map((_, t) => (t >= 3 ? 1 : 0)),
+      inputs: { old_logprobs: zeros(), advantages: tokens.map(() => 1), ref_logprobs: zeros() },
+    };
+    const [mb] = planMicroBatches([episode], aggregationWeights([episode], "token_mean", 16), 64, 64);
+    assert.ok(mb.headCount < mb.headRows.length, "the head has padding rows");
+    for (const temperature of [1, 0.01]) {
+      const scalars: LossScalars = { temperature, epsLow: 0.2, epsHigh: 0.2, beta: 0.1 };
+      // The real rows' old and reference log-probs are the policy's own: ratio 1, KL 0.
+      const lp = await trainer.logprobs(mb, adapter.weights, scalars);
+      for (const name of ["old_logprobs", "ref_logprobs"]) mb.inputs[name].set(lp.subarray(0, mb.headCount));
+      if (temperature < 1) {
+        // Where a padding row's log-prob is below -88.7, exp(0 - lp) overflows float32.
+        assert.ok(
+          lp[mb.headCount] < -100,
+          `the padding rows' log-prob at T ${temperature}: ${lp[mb.headCount]}`,
+        );
+      }
+      const out = await trainer.run(mb, adapter.weights, scalars);
+      assert.ok(Number.isFinite(out.loss), `T ${temperature}: loss ${out.loss}`);
+      assert.ok(Math.abs(out.loss + 1) < 1e-5, `T ${temperature}: the loss is -mean(advantage): ${out.loss}`);
+      for (const [name, g] of out.grads) {
+        assert.ok(g.every(Number.isFinite), `T ${temperature}: ${name} finite`);
+      }
+    }
+  } finally {
+    await trainer.close();
+  }
+});
+
 Deno.test("the trainer reuses the grouped adapter within an optimizer step and rebuilds it after one", async () => {
   const { model, ref: base } = await smallModel();
   const adapter = randomAdapter(model.config, SPEC, 23, 0.2);
