@@ -172,12 +172,15 @@ export class LocalPolicy implements Policy {
       },
       tokens: () => Promise.resolve(scheduler.tokens(live())),
       close: () => {
-        if (!closed) {
-          closed = true;
-          this.#open -= 1;
-          signal?.removeEventListener("abort", cancel);
-          scheduler.close(slot);
+        if (closed) return Promise.resolve();
+        try {
+          scheduler.close(slot); // refused while a turn generates: the sequence stays open, to close later
+        } catch (error) {
+          return Promise.reject(error);
         }
+        closed = true;
+        this.#open -= 1;
+        signal?.removeEventListener("abort", cancel);
         return Promise.resolve();
       },
     };

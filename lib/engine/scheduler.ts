@@ -388,7 +388,14 @@ export class TurnScheduler {
     const n = turn.options.topLogprobs ?? 0;
     if (out.top && top) out.top.push({ ids: top.ids.slice(0, n), logprobs: top.logprobs.slice(0, n) });
     const index = out.tokens.length - 1;
-    const asked = turn.options.onToken?.({ index, token, logprob, top: out.top?.[index] }) === true;
+    let asked: boolean;
+    try {
+      asked = turn.options.onToken?.({ index, token, logprob, top: out.top?.[index] }) === true;
+    } catch (error) {
+      // The caller's listener failed: its own turn ends with that error; the step's other turns go on, and
+      // the sequence stays usable (the token is recorded, to be fed at its next turn).
+      return this.#finish(slot, error);
+    }
     if (asked || turn.options.stopTokens?.includes(token)) {
       turn.out.finishReason = "stop";
       this.#finish(slot);

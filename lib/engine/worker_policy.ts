@@ -60,6 +60,12 @@ class WorkerChannel {
   readonly #streams = new Map<number, (event: TokenEvent) => void>();
   #next = 1;
 
+  /**
+   * Why the worker is gone (crashed or terminated), or null while it runs: a call then is refused at once,
+   * since a message to a gone worker is never answered.
+   */
+  #ended: Error | null = null;
+
   /** [messages posted, messages received by the worker]: the worker's yields read it (yield.ts). */
   readonly #counts = new Int32Array(new SharedArrayBuffer(8));
 
@@ -79,13 +85,23 @@ class WorkerChannel {
     };
     this.#worker.onerror = (event) => {
       event.preventDefault();
-      const error = new Error(`policy worker crashed: ${event.message}`);
-      for (const waiter of this.#pending.values()) waiter.reject(error);
-      this.#pending.clear();
+      this.#end(new Error(`policy worker crashed: ${event.message}; load the policy again`));
     };
   }
 
+  get ended(): boolean {
+    return this.#ended !== null;
+  }
+
+  /** Refuses every call waiting for an answer, and every later one, with `error`. */
+  #end(error: Error): void {
+    this.#ended ??= error;
+    for (const waiter of this.#pending.values()) waiter.reject(this.#ended);
+    this.#pending.clear();
+  }
+
   call<T>(op: string, ...args: unknown[]): Promise<T> {
+    if (this.#ended) return Promise.reject(this.#ended);
     const id = this.#next++;
     return new Promise<T>((resolve, reject) => {
       this.#pending.set(id, { resolve: resolve as (v: unknown) => void, reject });
@@ -103,8 +119,10 @@ class WorkerChannel {
     this.#streams.delete(key);
   }
 
+  /** Ends the worker; calls still waiting, a turn in flight say, are refused (`#end`). */
   terminate(): void {
     this.#worker.terminate();
+    this.#end(new Error("policy: it was closed; load the policy again to use it"));
   }
 }
 
@@ -214,14 +232,27 @@ class WorkerPolicy implements Policy {
     if (!onToken) return await this.#channel.call<Generation>("seqGenerate", id, rest, null);
     const key = this.#nextStreamKey++;
     let stopping = false;
+    // A listener that throws ends its turn with its error, as on this thread (scheduler.ts `#accept`); the
+    // error is kept here, since a throw inside the worker's message handler would reach no caller.
+    let failed: { error: unknown } | null = null;
     this.#channel.listen(key, (event) => {
-      if (onToken(event) === true && !stopping) {
+      if (failed) return;
+      let stop: boolean;
+      try {
+        stop = onToken(event) === true;
+      } catch (error) {
+        failed = { error };
+        stop = true;
+      }
+      if (stop && !stopping) {
         stopping = true;
         void this.#channel.call("stopTurn", key).catch(() => {});
       }
     });
     try {
-      return await this.#channel.call<Generation>("seqGenerate", id, rest, key);
+      const generation = await this.#channel.call<Generation>("seqGenerate", id, rest, key);
+      if (failed) throw (failed as { error: unknown }).error;
+      return generation;
     } finally {
       this.#channel.unlisten(key);
     }
@@ -232,6 +263,7 @@ class WorkerPolicy implements Policy {
   }
 
   async close(): Promise<void> {
+    if (this.#channel.ended) return; // closed already, or its worker crashed: nothing left to close
     try {
       await this.#channel.call("close");
     } finally {

@@ -1,7 +1,8 @@
 /**
  * Continuous batching (lib/engine/scheduler.ts through `Policy.openSequence`): sequences opened one by
  * one and generated turn by turn sample exactly what they sample alone; more sequences than slots wait
- * for a slot; a sequence that is not generating (waiting on a tool) does not stop the others.
+ * for a slot; a sequence that is not generating (waiting on a tool) does not stop the others. At the
+ * edges: aborts, a close refused mid-turn, a token listener that throws, a policy closed under a turn.
  */
 
 import assert from "node:assert/strict";
@@ -168,6 +169,86 @@ Deno.test("openSequence in a Worker: an aborted wait for a slot and an aborted t
     await policy.close();
   }
 });
+
+/** `promise`, or a rejection naming `what` if it has not settled within `ms`. */
+async function settlesWithin<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what}: not settled within ${ms} ms`)), ms);
+  });
+  try {
+    return await Promise.race([promise, late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+Deno.test("openSequence: a close refused while its turn generates leaves the sequence open; closed after the turn, its slot goes to the next", async () => {
+  const policy = await LocalPolicy.load(await makeTinyModel(), { maxSequences: 1 });
+  try {
+    const seq = await policy.openSequence(PROMPTS[0], { seed: 1, capacity: 1024 });
+    const turn = seq.generate({ maxNewTokens: 30 });
+    await assert.rejects(seq.close(), /closed while its turn is generating/);
+    await turn;
+    await seq.close();
+    const next = await settlesWithin(
+      policy.openSequence(PROMPTS[1], { seed: 2, capacity: 1024 }),
+      10_000,
+      "a sequence waiting for the one slot",
+    );
+    await next.close();
+  } finally {
+    await policy.close();
+  }
+});
+
+Deno.test("openSequence in a Worker: closing the policy settles a turn in flight, and later calls are refused, none left waiting", async () => {
+  const policy = await loadPolicy(await makeTinyModel(), { maxSequences: 2 });
+  const seq = await policy.openSequence(PROMPTS[0], { seed: 1, capacity: 1024 });
+  const turn = seq.generate({ maxNewTokens: 1000 }).then(() => null, (e: unknown) => e);
+  await decodeStepsReached(policy, 3);
+  await policy.close();
+  assert.ok((await settlesWithin(turn, 10_000, "the turn in flight")) instanceof Error);
+  await assert.rejects(
+    settlesWithin(policy.openSequence(PROMPTS[1], { seed: 2, capacity: 64 }), 10_000, "a call after close"),
+    /it was closed; load the policy again/,
+  );
+  await settlesWithin(seq.close().catch(() => {}), 10_000, "the sequence's close");
+  await policy.close(); // again: nothing left to close
+});
+
+for (const worker of [false, true]) {
+  Deno.test(`openSequence${worker ? " in a Worker" : ""}: a turn whose token listener throws ends with that error; the turn beside it in the same steps goes on, and the sequence generates again`, async () => {
+    const policy = await loadPolicy(await makeTinyModel(), { maxSequences: 4, worker });
+    try {
+      const open = (i: number) => policy.openSequence(PROMPTS[i], { seed: 10 + i, capacity: 64 });
+      const [x, y] = await Promise.all([open(0), open(1)]);
+      const turn = { maxNewTokens: 8, temperature: 1 };
+      const failing = x.generate({
+        ...turn,
+        onToken: (e) => {
+          if (e.index === 2) throw new Error("listener of x");
+        },
+      });
+      const beside = y.generate(turn);
+      await assert.rejects(failing, /listener of x/);
+      const other = await beside;
+      const alone = await loadPolicy(await makeTinyModel(), { maxSequences: 4, worker: false });
+      try {
+        const ref = await alone.openSequence(PROMPTS[1], { seed: 11, capacity: 64 });
+        assert.deepEqual(other.tokens, (await ref.generate(turn)).tokens, "the turn beside it, as alone");
+        await ref.close();
+      } finally {
+        await alone.close();
+      }
+      const again = await x.generate({ maxNewTokens: 2, temperature: 1 });
+      assert.ok(again.tokens.length > 0, "the sequence whose listener threw generates again");
+      await Promise.all([x.close(), y.close()]);
+    } finally {
+      await policy.close();
+    }
+  });
+}
 
 Deno.test("a turn asked for just after the last one ended still runs (the scheduler's loop restarts)", async () => {
   // The loop decides to stop when no turn is pending; a turn asked for in the microtasks between that
