@@ -3,7 +3,8 @@
  * plus what resuming needs, written as one unit (lib/fs/atomic_dir.ts):
  *
  *   adapter_config.json, adapter_model.safetensors   PEFT LoRA, float32
- *   optimizer.safetensors                            AdamW moments `exp_avg.<key>`, `exp_avg_sq.<key>`
+ *   optimizer.safetensors                            AdamW moments `exp_avg.<key>`, `exp_avg_sq.<key>`;
+ *                                                    metadata: optimizer, step, moment_steps
  *   trainer_state.json                               optimizer step, optimizer name, base model, config hash
  *   value_head.safetensors, value_optimizer.safetensors   PPO's value head and its optimizer, when trained
  *                                                    (value_checkpoint.ts)
@@ -19,7 +20,7 @@ import { type Adapter, type LoraSpec, loraTensorSpecs } from "../model/lora.ts";
 import { peftBaseModelName, readPeftAdapter, writePeftFiles } from "../model/peft.ts";
 import { readHeader, readTensor, writeSafetensors, writeTextAtomic } from "../safetensors/mod.ts";
 import { TOOLKIT_VERSION } from "../arrow/metadata.ts";
-import { initOptimizerState, type OptimizerState } from "./optimizer.ts";
+import { initOptimizerState, momentStepsOf, type OptimizerState } from "./optimizer.ts";
 import { valueCheckpointBytes, type ValueState, writeValueState } from "./value_checkpoint.ts";
 
 export const OPTIMIZER_FILE = "optimizer.safetensors";
@@ -111,12 +112,17 @@ async function writeOptimizer(path: string, c: Checkpoint, cfg: Qwen3Config): Pr
       });
     }
   }
-  await writeSafetensors(path, tensors, { optimizer: c.optimizer.name, step: String(c.optimizer.step) });
+  await writeSafetensors(path, tensors, {
+    optimizer: c.optimizer.name,
+    step: String(c.optimizer.step),
+    moment_steps: String(c.optimizer.momentSteps),
+  });
 }
 
 /**
- * Reads the checkpoint (or plain PEFT adapter) at `dir`. A plain adapter, or one saved for another
- * optimizer, resumes with fresh optimizer state at step 0 for `optimizer`.
+ * Reads the checkpoint (or plain PEFT adapter) at `dir`. A plain adapter resumes with fresh optimizer
+ * state at step 0 for `optimizer`; one saved for another optimizer at its saved step (the schedule goes on)
+ * with fresh moments (AdamW's bias correction starts again: `OptimizerState.momentSteps`).
  */
 export async function loadCheckpoint(
   dir: string,
@@ -139,7 +145,8 @@ export async function loadCheckpoint(
       v.set(t.key, await read(`exp_avg_sq.${t.key}`));
     }
   }
-  return { adapter, optimizer: { name: optimizer, step: state.step, m, v }, state };
+  const momentSteps = momentStepsOf(header.metadata, state.step);
+  return { adapter, optimizer: { name: optimizer, step: state.step, momentSteps, m, v }, state };
 }
 
 function freshState(name: "adamw" | "sgd", adapter: Adapter, step: number): OptimizerState {

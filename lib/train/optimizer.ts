@@ -27,7 +27,14 @@ export interface OptimizerConfig {
 /** What a checkpoint stores to resume: moments and the number of steps taken. */
 export interface OptimizerState {
   name: "adamw" | "sgd";
+  /** Optimizer steps taken (the learning-rate schedule and the batch shuffles read it). */
   step: number;
+  /**
+   * Steps the moments have taken, AdamW's bias correction: `step` but where the moments started later (a
+   * run resumed with another optimizer keeps its step and starts fresh moments, as a new torch optimizer
+   * beside the old LR scheduler does).
+   */
+  momentSteps: number;
   m: Tensors;
   v: Tensors;
 }
@@ -38,9 +45,19 @@ export function initOptimizerState(name: "adamw" | "sgd", params: Tensors): Opti
   return {
     name,
     step: 0,
+    momentSteps: 0,
     m: name === "adamw" ? zeros() : new Map(),
     v: name === "adamw" ? zeros() : new Map(),
   };
+}
+
+/**
+ * The moments' steps an optimizer file records (`moment_steps`), else `step`: files written before the
+ * two counts were kept apart have moments as old as their step.
+ */
+export function momentStepsOf(metadata: Readonly<Record<string, string>>, step: number): number {
+  const saved = metadata.moment_steps;
+  return saved === undefined ? step : Number(saved);
 }
 
 /** The update rule's own settings (the learning rate comes per step, from the schedule). */
@@ -58,7 +75,7 @@ export function paramsRevision(params: Tensors): number {
   return revisions.get(params) ?? 0;
 }
 
-/** Applies one step in place to `params` with learning rate `lr`; advances `state.step`. */
+/** Applies one step in place to `params` with learning rate `lr`; advances `state.step` and its moments'. */
 export function optimizerStep(
   params: Tensors,
   grads: Tensors,
@@ -67,12 +84,13 @@ export function optimizerStep(
   lr: number,
 ): void {
   state.step += 1;
+  state.momentSteps += 1;
   revisions.set(params, paramsRevision(params) + 1);
   for (const [name, p] of params) {
     const g = grads.get(name);
     if (!g) throw new Error(`optimizer: no gradient for ${name}`);
     if (config.name === "sgd") sgdUpdate(p, g, lr, config.weight_decay);
-    else adamwUpdate(p, g, state.m.get(name)!, state.v.get(name)!, state.step, lr, config);
+    else adamwUpdate(p, g, state.m.get(name)!, state.v.get(name)!, state.momentSteps, lr, config);
   }
 }
 

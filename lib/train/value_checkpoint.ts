@@ -17,7 +17,7 @@
 import { join } from "node:path";
 import { UserError } from "../errors.ts";
 import { readHeader, readTensor, type SafetensorsHeader, writeSafetensors } from "../safetensors/mod.ts";
-import { initOptimizerState, type OptimizerState, type Tensors } from "./optimizer.ts";
+import { initOptimizerState, momentStepsOf, type OptimizerState, type Tensors } from "./optimizer.ts";
 import { initValueHead, sizeOf, valueHeadSpecs } from "./value_head.ts";
 
 export const VALUE_HEAD_FILE = "value_head.safetensors";
@@ -63,6 +63,7 @@ export async function writeValueState(dir: string, value: ValueState, hidden: nu
   await writeSafetensors(join(dir, VALUE_OPTIMIZER_FILE), moments, {
     optimizer: optimizer.name,
     step: String(optimizer.step),
+    moment_steps: String(optimizer.momentSteps),
   });
 }
 
@@ -84,6 +85,7 @@ export async function readValueState(
   }
   const state = initOptimizerState(optimizer, weights);
   state.step = Number(saved.metadata.step ?? 0);
+  state.momentSteps = momentStepsOf(saved.metadata, state.step);
   if (optimizer === "adamw") {
     for (const t of specs) {
       state.m.set(t.key, await readShaped(saved, `exp_avg.${t.key}`, t.dims));

@@ -1,6 +1,6 @@
 /**
  * Optimizers, clipping, schedules (lib/train/optimizer.ts) and the batch layout (lib/train/batch.ts)
- * against hand-computed values.
+ * against hand-computed values; the optimizer's counts through a checkpoint (lib/train/checkpoint.ts).
  */
 
 import assert from "node:assert/strict";
@@ -12,6 +12,10 @@ import {
   scheduledLr,
 } from "../../lib/train/optimizer.ts";
 import { aggregationWeights, planMicroBatches, unshift } from "../../lib/train/batch.ts";
+import { loadCheckpoint, saveCheckpoint } from "../../lib/train/checkpoint.ts";
+import { openModelDir } from "../../lib/model/model_dir.ts";
+import { randomAdapter } from "../helpers/adapters.ts";
+import { makeTinyModel } from "../helpers/tiny_model.ts";
 
 const close = (a: number, b: number, tol = 1e-6) => assert.ok(Math.abs(a - b) <= tol, `${a} vs ${b}`);
 
@@ -89,6 +93,33 @@ Deno.test("AdamW matches torch's formula over five steps on three tensors, with 
     }
   });
   assert.equal(state.step, 5);
+});
+
+Deno.test("a checkpoint resumed with another optimizer keeps its step for the schedule and starts AdamW's bias correction afresh; with the same one it keeps both", async () => {
+  const model = await openModelDir(await makeTinyModel({ vocab: 512, tokenizer: false, seed: 3 }));
+  const adapter = randomAdapter(model.config, { r: 2, alpha: 4, rslora: false, targets: ["q", "v"] }, 4, 0.2);
+  const info = { baseModel: "tiny", baseConfigSha256: "0", configHash: "0" };
+  const dir = await Deno.makeTempDir();
+  const sgd = { ...initOptimizerState("sgd", adapter.weights), step: 1000, momentSteps: 1000 };
+  await saveCheckpoint(dir, { adapter, optimizer: sgd }, model.config, info);
+  const resumed = await loadCheckpoint(dir, model.config, "adamw");
+  assert.equal(resumed.optimizer.step, 1000, "the schedule goes on from the saved step");
+  assert.equal(resumed.optimizer.momentSteps, 0, "fresh moments");
+  // AdamW's first step on fresh moments moves each entry by lr, whatever the step count (with the step's
+  // bias correction it moved by about 2.5 · lr).
+  const params = resumed.adapter.weights;
+  const before = new Map([...params].map(([k, p]) => [k, p.slice()]));
+  const grads = new Map([...params].map(([k, p]) => [k, new Float32Array(p.length).fill(0.5)]));
+  const rule = { name: "adamw" as const, betas: [0.9, 0.999], eps: 1e-8, weight_decay: 0 };
+  optimizerStep(params, grads, resumed.optimizer, rule, 1e-3);
+  for (const [k, p] of params) p.forEach((x, i) => close(before.get(k)![i] - x, 1e-3, 1e-6));
+
+  await Deno.remove(dir, { recursive: true });
+  await saveCheckpoint(dir, resumed, model.config, info);
+  const again = await loadCheckpoint(dir, model.config, "adamw");
+  assert.deepEqual([again.optimizer.step, again.optimizer.momentSteps], [1001, 1]);
+  assert.deepEqual(again.optimizer.m, resumed.optimizer.m);
+  await Deno.remove(dir, { recursive: true });
 });
 
 Deno.test("SGD subtracts lr · (g + wd · p); clipping scales to the max norm and reports the norm before", () => {
