@@ -140,6 +140,49 @@ function unchunkedHeadLoss(
   };
 }
 
+/** A chunk's log-softmax `[C, V]` at the temperature and its rows' log-probs of their targets `[C]`. */
+function rowLogprobs(
+  b: GraphBuilder,
+  x: Pick<HeadLossInputs, "hidden" | "targets" | "invT">,
+  w: Value,
+  logSoftmax: LogSoftmaxFn,
+) {
+  const z = Gemm.emit(b, Mul.emit(b, x.hidden, x.invT), w, null, { transB: true }); // [C, V]
+  const ls = logSoftmax(b, z); // [C, V]
+  const target = Unsqueeze.emit(b, x.targets, [1]); // [C, 1]
+  const logprobs = shaped(Squeeze.emit(b, GatherElements.emit(b, ls, target, 1), [1]), ["C"]); // [C]
+  return { ls, logprobs };
+}
+
+/**
+ * The log-probs of the head's rows alone `[N]`, in the same chunks and by the same ops as `fusedHeadLoss`'s
+ * (so the same floats): for a graph that computes no gradient (the trainer's forward alone). A Loop's body
+ * is one node to onnxruntime, which runs all of it for any output read, so the forward cannot be cut from
+ * the fused head's Loop as from the rest of the graph.
+ */
+export function chunkedHeadLogprobs(
+  g: GraphBuilder,
+  x: Pick<HeadLossInputs, "hidden" | "targets" | "invT" | "chunk">,
+  w: Value,
+  hiddenSize: number,
+  logSoftmax: LogSoftmaxFn,
+): Value {
+  const n = Gather.emit(g, Shape.emit(g, x.hidden), g.scalar(0, "int64"), 0); // []
+  const { scans } = Loop.emit(g, {
+    name: "head_logprobs",
+    trips: Div.emit(g, n, x.chunk),
+    carried: [],
+    body: (b, iter) => {
+      const start = Unsqueeze.emit(b, Mul.emit(b, iter, x.chunk), [0]); // [1]
+      const end = Add.emit(b, start, Unsqueeze.emit(b, x.chunk, [0])); // [1]
+      const hidden = shaped(Slice.emit(b, x.hidden, start, end, [0]), ["C", hiddenSize]); // [C, H]
+      const targets = shaped(Slice.emit(b, x.targets, start, end, [0]), ["C"]); // [C]
+      return { carried: [], scans: [rowLogprobs(b, { ...x, hidden, targets }, w, logSoftmax).logprobs] };
+    },
+  });
+  return shaped(Reshape.emit(g, scans[0], [-1]), ["N"]); // [K, C] → [N]
+}
+
 /**
  * The log-probs the objective reads: `lp` on weighted rows, 0 on the rest. The rows of weight 0 are the
  * padding that rounds the head's rows up (lib/train/batch.ts): their inputs are 0 and they predict token 0,
@@ -165,10 +208,7 @@ function chunkStep(
   logSoftmax: LogSoftmaxFn,
   forms: HeadLossForms,
 ) {
-  const z = Gemm.emit(b, Mul.emit(b, x.hidden, x.invT), w, null, { transB: true }); // [C, V]
-  const ls = logSoftmax(b, z); // [C, V]
-  const target = Unsqueeze.emit(b, x.targets, [1]); // [C, 1]
-  const logprobs = shaped(Squeeze.emit(b, GatherElements.emit(b, ls, target, 1), [1]), ["C"]); // [C]
+  const { ls, logprobs } = rowLogprobs(b, x, w, logSoftmax);
   const inputs: TokenInputs = {
     inputs: rows.inputs,
     logprobs: weightedOnly(b, logprobs, rows.weights),

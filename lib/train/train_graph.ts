@@ -40,7 +40,7 @@ import { ropeTables } from "../model/graph/rope.ts";
 import type { ExecutionProvider } from "../ort/providers.ts";
 import type { SharedTensor, SharedWeights } from "../model/shared_weights.ts";
 import { causalAttention, shaped } from "./attention.ts";
-import { fusedHeadLoss } from "./head_loss.ts";
+import { chunkedHeadLogprobs, fusedHeadLoss } from "./head_loss.ts";
 import { type AlgorithmSpec, policyLossOf, tokenInputsOf, valueLossOf } from "./algorithm.ts";
 import { addValueHead, VALUE_IO, type ValueHeadPart } from "./value_head.ts";
 
@@ -129,18 +129,20 @@ export function buildTrainModel(
   const hidden = shaped(decoder(g, flatIds, parts), ["N", cfg.hidden_size]); // [N, H]
 
   const headHidden = shaped(Gather.emit(g, hidden, headRows, 0), ["M", cfg.hidden_size]); // [M, H]
+  const headIn = {
+    hidden: headHidden,
+    targets,
+    weights: weightsIn,
+    inputs: tokenInputs,
+    invT: inverseTemperature(g, temperature),
+    scalars,
+    chunk,
+  };
+  const headW = headWeight(cfg, weights); // [V, H]
   const head = fusedHeadLoss(
     g,
-    {
-      hidden: headHidden,
-      targets,
-      weights: weightsIn,
-      inputs: tokenInputs,
-      invT: inverseTemperature(g, temperature),
-      scalars,
-      chunk,
-    },
-    headWeight(cfg, weights),
+    headIn,
+    headW,
     cfg.hidden_size,
     policyLossOf(spec).tokenLoss,
     forms.logSoftmax,
@@ -174,7 +176,11 @@ export function buildTrainModel(
     shared: weights.shared,
   });
   if (forwardOnly) {
-    g.output(head.logprobs, TRAIN_IO.logprobs);
+    // The chunked head is a Loop, which runs whole: its log-probs alone come from a Loop of their own.
+    const logprobs = forms.chunkedHead
+      ? chunkedHeadLogprobs(g, headIn, headW, cfg.hidden_size, forms.logSoftmax)
+      : head.logprobs;
+    g.output(logprobs, TRAIN_IO.logprobs);
     if (value) g.output(value.values, VALUE_IO.values);
     return built("Qwen3 LoRA log-probs (the train graph's forward)");
   }

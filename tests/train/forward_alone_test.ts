@@ -3,7 +3,8 @@
  * old log-probs of the sampler–trainer correction, GSPO's sequence ratio, PPO's values pass) run the train
  * graph's forward alone where the weights are shared on the CPU and on WebGPU (`model.webgpu.forward_session`),
  * and must give `run`'s log-probs and values bit for bit: on policy every ratio is then exactly 1
- * (docs/RELIABILITY.md 194, 197, 200).
+ * (docs/RELIABILITY.md 194, 197, 200). On the CPU, whose head is a Loop that runs whole, the forward's head
+ * is a Loop of its own that computes the log-probs only.
  */
 
 import assert from "node:assert/strict";
@@ -21,6 +22,8 @@ import { freshValueState } from "../../lib/train/value_checkpoint.ts";
 import { randomAdapter } from "../helpers/adapters.ts";
 import { makeTinyModel } from "../helpers/tiny_model.ts";
 import { webgpuTest } from "../helpers/webgpu.ts";
+import { profiled } from "../../lib/engine/profiled.ts";
+import { busiestRuns } from "../../lib/ort/profile.ts";
 
 const SPEC: LoraSpec = { r: 2, alpha: 4, rslora: false, targets: ["q", "k", "v", "o", "gate", "up", "down"] };
 const SCALARS = { temperature: 0.7, epsLow: 0.2, epsHigh: 0.28, beta: 0.05, vfCoef: 0.5, valueClip: 0.2 };
@@ -99,6 +102,37 @@ Deno.test("on the CPU over shared weights, the forward alone gives the train run
     await makeTinyModel({ layers: 3, vocab: 512, tokenizer: false, seed: 11 }),
   );
   await assertForwardAloneExact(model, ALGORITHMS, { sharedWeights: await loadSharedWeights(model) });
+});
+
+Deno.test("on the CPU the forward alone runs none of the head's gradient: its chunks compute the log-probs only", async () => {
+  const model = await openModelDir(await makeTinyModel({ vocab: 512, tokenizer: false, seed: 11 }));
+  const options = { sharedWeights: await loadSharedWeights(model) };
+  const batch = episodes().map((e) => ({
+    ...e,
+    inputs: { old_logprobs: e.inputs.old_logprobs, advantages: e.inputs.advantages },
+  }));
+  const [mb] = planMicroBatches(batch, aggregationWeights(batch, "token_mean", 128), 4096, 32);
+  const adapter = randomAdapter(model.config, SPEC, 5);
+  const traces = await profiled(async () => {
+    const trainer = await Trainer.create(
+      model,
+      { lora: SPEC, objective: "clipped", withReference: false },
+      options,
+    );
+    try {
+      assert.ok(trainer.forwardAlone);
+      for (let i = 0; i < 2; i++) await trainer.logprobs(mb, adapter.weights, SCALARS);
+    } finally {
+      await trainer.close();
+    }
+  });
+  const nodes = busiestRuns(traces).at(-1)!.nodes;
+  // The head's gradient multiplies [C, vocab] by the head matrix; nothing else takes a vocab-wide operand.
+  const width = (t: Record<string, number[]> | undefined) => t && Object.values(t)[0]?.at(-1);
+  const logits = nodes.filter((n) => n.op === "Gemm" && width(n.outputs[0]) === 512);
+  const vocabWide = nodes.filter((n) => n.op === "Gemm" && width(n.inputs[0]) === 512);
+  assert.ok(logits.length >= 2, `the head ran in chunks: ${logits.length} logit products`);
+  assert.equal(vocabWide.length, 0, `${vocabWide.length} products of the head's gradient ran`);
 });
 
 /** A clipped trainer that runs the whole graph for log-probs gives one micro-batch's `run` log-probs. */
