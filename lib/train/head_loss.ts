@@ -73,33 +73,14 @@ export function fusedHeadLoss(
   forms: HeadLossForms = {},
 ): HeadLossOutputs {
   if (forms.chunked === false) return unchunkedHeadLoss(g, x, w, hiddenSize, objective, logSoftmax, forms);
-  const n = Gather.emit(g, Shape.emit(g, x.hidden), g.scalar(0, "int64"), 0); // []
-  const { scans } = Loop.emit(g, {
-    name: "head_loss",
-    trips: Div.emit(g, n, x.chunk),
-    carried: [],
-    body: (b, iter) => {
-      const start = Unsqueeze.emit(b, Mul.emit(b, iter, x.chunk), [0]); // [1]
-      const end = Add.emit(b, start, Unsqueeze.emit(b, x.chunk, [0])); // [1]
-      const rows = (v: Value) => shaped(Slice.emit(b, v, start, end, [0]), ["C"]); // [C]
-      const hidden = shaped(Slice.emit(b, x.hidden, start, end, [0]), ["C", hiddenSize]); // [C, H]
-      const targets = rows(x.targets);
-      const weights = rows(x.weights);
-      const inputs = Object.fromEntries(Object.entries(x.inputs).map(([name, v]) => [name, rows(v)]));
-      const out = chunkStep(
-        b,
-        { ...x, hidden, targets },
-        { weights, inputs },
-        w,
-        objective,
-        logSoftmax,
-        forms,
-      );
-      return {
-        carried: [],
-        scans: [out.logprobs, out.pg, out.kl, out.clipped, out.entropy, out.loss, out.dHidden],
-      };
-    },
+  const scans = overChunks(g, x.chunk, x.hidden, "head_loss", (b, chunkOf) => {
+    const hidden = chunkOf(x.hidden, ["C", hiddenSize]); // [C, H]
+    const rows = (v: Value) => chunkOf(v, ["C"]); // [C]
+    const targets = rows(x.targets);
+    const weights = rows(x.weights);
+    const inputs = Object.fromEntries(Object.entries(x.inputs).map(([name, v]) => [name, rows(v)]));
+    const out = chunkStep(b, { ...x, hidden, targets }, { weights, inputs }, w, objective, logSoftmax, forms);
+    return [out.logprobs, out.pg, out.kl, out.clipped, out.entropy, out.loss, out.dHidden];
   });
   const flat = (v: Value) => shaped(Reshape.emit(g, v, [-1]), ["N"]); // [K, C] → [N]
   return {
@@ -167,20 +148,40 @@ export function chunkedHeadLogprobs(
   hiddenSize: number,
   logSoftmax: LogSoftmaxFn,
 ): Value {
-  const n = Gather.emit(g, Shape.emit(g, x.hidden), g.scalar(0, "int64"), 0); // []
-  const { scans } = Loop.emit(g, {
-    name: "head_logprobs",
-    trips: Div.emit(g, n, x.chunk),
-    carried: [],
-    body: (b, iter) => {
-      const start = Unsqueeze.emit(b, Mul.emit(b, iter, x.chunk), [0]); // [1]
-      const end = Add.emit(b, start, Unsqueeze.emit(b, x.chunk, [0])); // [1]
-      const hidden = shaped(Slice.emit(b, x.hidden, start, end, [0]), ["C", hiddenSize]); // [C, H]
-      const targets = shaped(Slice.emit(b, x.targets, start, end, [0]), ["C"]); // [C]
-      return { carried: [], scans: [rowLogprobs(b, { ...x, hidden, targets }, w, logSoftmax).logprobs] };
-    },
+  const scans = overChunks(g, x.chunk, x.hidden, "head_logprobs", (b, chunkOf) => {
+    const hidden = chunkOf(x.hidden, ["C", hiddenSize]); // [C, H]
+    const targets = chunkOf(x.targets, ["C"]); // [C]
+    return [rowLogprobs(b, { ...x, hidden, targets }, w, logSoftmax).logprobs];
   });
   return shaped(Reshape.emit(g, scans[0], [-1]), ["N"]); // [K, C] → [N]
+}
+
+/**
+ * A Loop over the N rows of `rows` in chunks of `chunk` (which divides N): `body` gets the body's builder
+ * and `chunkOf`, which slices the chunk's rows of an `[N, …]` value (typed `dims`), and returns the
+ * chunk's values, which the Loop stacks (`[K, …]`).
+ */
+function overChunks(
+  g: GraphBuilder,
+  chunk: Value,
+  rows: Value,
+  name: string,
+  body: (b: GraphBuilder, chunkOf: (v: Value, dims: (string | number)[]) => Value) => Value[],
+): Value[] {
+  const n = Gather.emit(g, Shape.emit(g, rows), g.scalar(0, "int64"), 0); // []
+  const { scans } = Loop.emit(g, {
+    name,
+    trips: Div.emit(g, n, chunk),
+    carried: [],
+    body: (b, iter) => {
+      const start = Unsqueeze.emit(b, Mul.emit(b, iter, chunk), [0]); // [1]
+      const end = Add.emit(b, start, Unsqueeze.emit(b, chunk, [0])); // [1]
+      const chunkOf = (v: Value, dims: (string | number)[]) =>
+        shaped(Slice.emit(b, v, start, end, [0]), dims);
+      return { carried: [], scans: body(b, chunkOf) };
+    },
+  });
+  return scans;
 }
 
 /**
