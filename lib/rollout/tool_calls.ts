@@ -170,6 +170,8 @@ function scanBlock(region: string, start: number, maxPayload: number): Block {
       ? `the call is longer than ${maxPayload} characters`
       : span.kind === "not_object"
       ? "expected a JSON object right after <tool_call>"
+      : span.kind === "unclosed"
+      ? "the JSON object is not closed before </tool_call> (a } or ] missing)"
       : "the JSON object is not complete (the turn ended inside it)";
     return { call: invalid(why, region.slice(start, end)), start, end };
   }
@@ -194,11 +196,13 @@ function skipSpace(text: string, pos: number): number {
 
 type Span =
   | { kind: "complete"; end: number }
-  | { kind: "truncated" | "too_long" | "not_object"; stoppedAt: number };
+  | { kind: "truncated" | "too_long" | "not_object" | "unclosed"; stoppedAt: number };
 
 /**
  * Where the JSON object starting at `pos` ends, tracking strings and escapes but not validating
- * (strict_json.ts does that). Linear, and stops after `maxPayload` characters.
+ * (strict_json.ts does that). Linear, and stops after `maxPayload` characters. A `</tool_call>` outside
+ * every string ends the block with the object still open (`unclosed`): no JSON holds a `<` there, and
+ * counting on past it would take the calls after it into this one.
  */
 function jsonSpan(text: string, pos: number, maxPayload: number): Span {
   if (pos >= text.length) return { kind: "truncated", stoppedAt: pos };
@@ -212,6 +216,7 @@ function jsonSpan(text: string, pos: number, maxPayload: number): Span {
       if (c === 0x5c) i++; // backslash: skip the escaped character
       else if (c === 0x22) inString = false;
     } else if (c === 0x22) inString = true;
+    else if (c === 0x3c && text.startsWith(CLOSE, i)) return { kind: "unclosed", stoppedAt: i }; // <
     else if (c === 0x7b || c === 0x5b) depth++; // { [
     else if (c === 0x7d || c === 0x5d) { // } ]
       depth--;

@@ -50,7 +50,9 @@ export function answerProblem(content: string): string | undefined {
 
 /** The first format problem of an episode's assistant turns, or `ok`. */
 export function formatStatus(turns: readonly string[], finishReason: string): string {
-  if (finishReason === "length") return "truncated";
+  // Cut by a token limit: a turn at max_new_tokens (`length`), or the episode at max_total_tokens
+  // (`truncated`: inside its last turn, or before the next, where the answer was never written).
+  if (finishReason === "length" || finishReason === "truncated") return "truncated";
   for (const content of turns) {
     const think = thinkProblem(content);
     if (think) return think;

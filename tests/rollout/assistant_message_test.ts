@@ -45,6 +45,10 @@ Deno.test("turnMessage keeps what a reward must see: a broken block, an unclosed
   const unclosed = turnMessage("<think>cut here");
   assert.deepEqual(unclosed, { role: "assistant", content: "<think>cut here" });
   assert.equal(formatStatus([turnText(unclosed)], "length"), "truncated");
+  // A turn cut by max_total_tokens ends the episode `truncated`: cut too, however its text reads.
+  const cut = turnMessage("<think>x</think>Let me compute: 3*14 = 42 so the");
+  assert.equal(formatStatus([turnText(cut)], "stop"), "ok");
+  assert.equal(formatStatus([turnText(cut)], "truncated"), "truncated");
   assert.equal(formatStatus([turnText(turnMessage("hi <think>a</think>b"))], "stop"), "bad_think");
   const twice = turnMessage("<think>a</think>b</think>Final answer: 1");
   assert.equal(formatStatus([turnText(twice)], "stop"), "bad_think");

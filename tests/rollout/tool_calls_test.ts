@@ -84,6 +84,12 @@ Deno.test("truncated JSON is invalid_tool_call; an unclosed <tool_call> with com
 Deno.test("a bad block does not swallow the next good one", () => {
   const calls = parseToolCalls(block("{oops}") + block('{"name": "b", "arguments": {}}'));
   assert.deepEqual(calls.map((c) => c.ok), [false, true]);
+  // A brace missing: the object is still open at </tool_call>, which ends the block all the same.
+  const unclosed = parseToolCalls(
+    block('{"name": "a", "arguments": {"expression": "2+2"}') + block('{"name": "b", "arguments": {}}'),
+  );
+  assert.deepEqual(unclosed.map((c) => c.ok), [false, true]);
+  assert.match((unclosed[0] as { error: string }).error, /not closed before <\/tool_call>/);
 });
 
 // docs/RELIABILITY.md item 15
