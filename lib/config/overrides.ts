@@ -53,14 +53,20 @@ function setWeight(
 }
 
 /**
- * YAML-parses the text; string fields keep the raw text when YAML reads something else (`--model.path=123`
- * is the directory "123"), except `null` for nullable fields.
+ * YAML-parses the text, but a string field takes the text as typed unless it is quoted (`--model.path=123`
+ * is the directory "123"; YAML would also drop a ` #…` tail as a comment, `--data.system_prompt="Answer
+ * after #### then stop"`, and read a leading `#` as null), or a YAML null for a nullable field.
  */
 function parseValue(field: Field<unknown>, text: string, path: string): unknown {
+  if (field.kind === "string") {
+    if (field.nullable && /^\s*(null|Null|NULL|~)?\s*$/.test(text)) return null;
+    if (!/^\s*["']/.test(text)) return text;
+    const quoted = parseYaml(text, path);
+    return typeof quoted === "string" ? quoted : text;
+  }
   const value = parseYaml(text, path);
-  const wantsString = field.kind === "string" || (field.kind === "list" && field.item.kind === "string");
+  const wantsString = field.kind === "list" && field.item.kind === "string";
   if (!wantsString || (value === null && field.nullable)) return value;
-  if (field.kind === "string") return typeof value === "string" ? value : text;
   return Array.isArray(value) ? value.map((item) => typeof item === "string" ? item : String(item)) : value;
 }
 

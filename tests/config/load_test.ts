@@ -450,6 +450,18 @@ Deno.test("overrides set nested keys, lists, weights and null, checked against t
   assert.equal(config.model.path, "123", "string keys keep the text");
   assert.equal(config.data.shuffle_seed, null);
   assert.equal(config.rollout.generation.temperature, 0.7);
+  // A string key takes the text as typed: YAML would cut ` #…` as a comment and read a leading `#` as null.
+  const texts = applyOverrides(base, [
+    ["data.system_prompt", "Answer after #### then stop"],
+    ["model.path", "models/my model #2"],
+    ["model.adapter", "#1 adapter"],
+  ]);
+  assert.equal(texts.data.system_prompt, "Answer after #### then stop");
+  assert.equal(texts.model.path, "models/my model #2");
+  assert.equal(texts.model.adapter, "#1 adapter");
+  const quotedOrNull = applyOverrides(base, [["model.path", "'quoted #x'"], ["model.adapter", "null"]]);
+  assert.equal(quotedOrNull.model.path, "quoted #x", "a quoted value is YAML's string");
+  assert.equal(quotedOrNull.model.adapter, null, "null for a nullable key");
   assert.equal(base.train.lora.r, 16, "the input is not changed");
   const loaded = await loadConfig({ overrides: [["mask.estimator", "rloo"]] });
   assert.equal(loaded.config.mask.estimator, "rloo");
