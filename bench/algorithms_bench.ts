@@ -22,6 +22,7 @@
 import { basename, join, resolve } from "node:path";
 import { readStageFile } from "../lib/arrow/read.ts";
 import { loadRunData } from "../lib/report/mod.ts";
+import { fileURLToPath } from "node:url";
 
 /** The algorithms compared, each as config overrides on top of the task configuration. */
 export const ALGORITHMS: Readonly<Record<string, ReadonlyArray<[string, string]>>> = {
@@ -102,7 +103,7 @@ export interface RunResult {
   error?: string;
 }
 
-const ROOT = resolve(new URL("..", import.meta.url).pathname);
+const ROOT = resolve(fileURLToPath(new URL("..", import.meta.url)));
 
 /** The default task configurations: the demo's, and the multi-step one where it exists. */
 export function defaultTaskConfigs(): string[] {

@@ -68,8 +68,9 @@ import { ALGORITHMS, algorithmsSection, defaultTaskConfigs } from "./algorithms_
 import { UserError } from "../lib/errors.ts";
 import { beforeCommits, checkoutBefore } from "./checkout.ts";
 import { beforeAfterRounds } from "./before_after.ts";
+import { fileURLToPath } from "node:url";
 
-const ROOT = resolve(new URL("..", import.meta.url).pathname);
+const ROOT = resolve(fileURLToPath(new URL("..", import.meta.url)));
 /** Where models, batches and results go: runs/bench, or `--out DIR`. */
 let OUT = join(ROOT, "runs", "bench");
 const BUILT_IN = {

@@ -19,8 +19,9 @@
 import { basename, join, resolve } from "node:path";
 import { loadConfig } from "../lib/config/mod.ts";
 import { callsText, countsText, type DemoPoint, readDemoSummary } from "../lib/demo/result.ts";
+import { fileURLToPath } from "node:url";
 
-const ROOT = resolve(new URL("..", import.meta.url).pathname);
+const ROOT = resolve(fileURLToPath(new URL("..", import.meta.url)));
 
 /** The agent demo's configuration (`--only agent_seeds`), relative to the repository root. */
 export const AGENT_DEMO_CONFIG = "configs/demo_agent.yaml";

@@ -20,8 +20,9 @@ import { parseArgs } from "@std/cli";
 import { join, resolve } from "node:path";
 import { readStageFile } from "../lib/arrow/read.ts";
 import { checkoutBefore } from "./checkout.ts";
+import { fileURLToPath } from "node:url";
 
-const ROOT = resolve(new URL("..", import.meta.url).pathname);
+const ROOT = resolve(fileURLToPath(new URL("..", import.meta.url)));
 
 /** One checkout to measure, and the overrides only it understands. */
 interface Variant {

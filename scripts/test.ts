@@ -30,8 +30,9 @@ import { parentFromStat } from "../lib/cli/proc_parent.ts";
 import { UserError } from "../lib/errors.ts";
 import { pathExists } from "../lib/fs/read.ts";
 import { noTests, testSummary, type TestTotals, totalsLine } from "./test_summary.ts";
+import { fileURLToPath } from "node:url";
 
-const ROOT = new URL("..", import.meta.url).pathname;
+const ROOT = fileURLToPath(new URL("..", import.meta.url));
 
 /**
  * Files that take the longest (half a minute to five minutes each on 2 cores) start first, so that no

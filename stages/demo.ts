@@ -16,9 +16,10 @@ import { summaryLines } from "../lib/demo/result.ts";
 import { parseCommandLine } from "../lib/cli/args.ts";
 import { reportFailure } from "../lib/cli/cli.ts";
 import { stopWithParent } from "../lib/cli/lifetime.ts";
+import { fileURLToPath } from "node:url";
 
 /** The demo's configuration file. */
-export const DEMO_CONFIG = new URL("../configs/demo.yaml", import.meta.url).pathname;
+export const DEMO_CONFIG = fileURLToPath(new URL("../configs/demo.yaml", import.meta.url));
 
 const HELP = `deno task demo [--config FILE] [--section.key=value ...]
 

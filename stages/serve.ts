@@ -74,6 +74,7 @@ async function recordFlag(args: StageArgs, model: string) {
   await checkOutputPath(file, { kind: "stage-file", fileKind: "rollouts" }, {
     flag: "--record",
     inputs: [model],
+    overwrite: args.overwrite,
   });
   await createOutputParents(file);
   return (tokenizer: ChatTokenizer, maxModelLen: number) =>

@@ -9,7 +9,7 @@
  * @module
  */
 
-import { basename, dirname } from "node:path";
+import { basename, dirname, join } from "node:path";
 import { UserError } from "../errors.ts";
 
 /** Whether `path` holds a wildcard. */
@@ -50,7 +50,7 @@ async function matchesOf(flag: string, pattern: string): Promise<string[]> {
   const names: string[] = [];
   try {
     for await (const entry of Deno.readDir(dir)) {
-      if (entry.isFile && regex.test(entry.name)) names.push(entry.name);
+      if (regex.test(entry.name) && await isFileOrLinkToOne(dir, entry)) names.push(entry.name);
     }
   } catch (e) {
     if (!(e instanceof Deno.errors.NotFound)) throw e;
@@ -63,4 +63,14 @@ function patternChar(c: string): string {
   if (c === "*") return "[^/]*";
   if (c === "?") return "[^/]";
   return c.replace(/[.+^${}()|[\]\\]/g, "\\$&");
+}
+
+/** A file, or a link to one (a shard linked in from elsewhere is a shard: a glob must not skip it silently). */
+async function isFileOrLinkToOne(dir: string, entry: Deno.DirEntry): Promise<boolean> {
+  if (entry.isFile || !entry.isSymlink) return entry.isFile;
+  try {
+    return (await Deno.stat(join(dir, entry.name))).isFile;
+  } catch {
+    return false; // a dangling link: no file to read
+  }
 }

@@ -22,8 +22,9 @@ import { prepareStage } from "../../lib/cli/cli.ts";
 import { mask, openSession, rollout, score, writeStageOutput } from "../../lib/pipeline/mod.ts";
 import { ScriptedPolicy } from "../helpers/scripted_policy.ts";
 import { makeTinyModel } from "../helpers/tiny_model.ts";
+import { fileURLToPath } from "node:url";
 
-const ROOT = new URL("../..", import.meta.url).pathname;
+const ROOT = fileURLToPath(new URL("../..", import.meta.url));
 const STEP = 3;
 const TASKS: Task[] = Array.from({ length: 4 }, (_, i) => ({
   id: `t${i}`,
@@ -182,9 +183,15 @@ Deno.test("--in globs expand in name order; a glob matching nothing and a wildca
   for (const name of ["r-1.arrow", "r-0.arrow", "r-0.arrow.manifest.json", "x.arrow"]) {
     await Deno.writeTextFile(join(dir, name), "");
   }
+  // A shard linked in from elsewhere is matched like a file; a dangling link is not.
+  const elsewhere = await Deno.makeTempDir({ prefix: "shards-elsewhere-" });
+  await Deno.writeTextFile(join(elsewhere, "r-2.arrow"), "");
+  await Deno.symlink(join(elsewhere, "r-2.arrow"), join(dir, "r-2.arrow"));
+  await Deno.symlink(join(elsewhere, "gone.arrow"), join(dir, "r-3.arrow"));
   assert.deepEqual(await expandPaths("--in", [join(dir, "r-*.arrow"), join(dir, "x.arrow")]), [
     join(dir, "r-0.arrow"),
     join(dir, "r-1.arrow"),
+    join(dir, "r-2.arrow"),
     join(dir, "x.arrow"),
   ]);
   await assert.rejects(expandPaths("--in", [join(dir, "s-*.arrow")]), /no file matches it/);

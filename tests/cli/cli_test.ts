@@ -15,9 +15,10 @@ import { makeTinyModel } from "../helpers/tiny_model.ts";
 import { loadConfig } from "../../lib/config/mod.ts";
 import { DEMO_CONFIG } from "../../stages/demo.ts";
 import { denoRunArgs } from "../helpers/commands.ts";
+import { fileURLToPath } from "node:url";
 
 const STAGES = ["rollout", "score", "mask", "train", "loop", "eval"] as const;
-const ROOT = new URL("../..", import.meta.url).pathname;
+const ROOT = fileURLToPath(new URL("../..", import.meta.url));
 
 interface Run {
   code: number;

@@ -22,8 +22,9 @@ import {
 } from "../fixtures/arrow_corrupt.ts";
 import { SAMPLE_META, sampleColumns } from "../fixtures/arrow_samples.ts";
 import { makeTinyModel } from "../helpers/tiny_model.ts";
+import { fileURLToPath } from "node:url";
 
-const ROOT = new URL("../..", import.meta.url).pathname;
+const ROOT = fileURLToPath(new URL("../..", import.meta.url));
 const VOCAB = 512;
 const ROWS = 8;
 

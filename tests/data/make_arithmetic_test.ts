@@ -5,8 +5,9 @@
 
 import assert from "node:assert/strict";
 import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 
-const ROOT = new URL("../..", import.meta.url).pathname;
+const ROOT = fileURLToPath(new URL("../..", import.meta.url));
 
 Deno.test("data/README.md's make_arithmetic command runs as written and leaves no temporary file", async () => {
   const readme = await Deno.readTextFile(join(ROOT, "data/README.md"));

@@ -27,8 +27,9 @@ import { evaluate, openSession } from "../../lib/pipeline/mod.ts";
 import { RunLayout } from "../../lib/run/layout.ts";
 import type { Config } from "../../lib/config/schema.ts";
 import { evalColumns, SAMPLE_META } from "../fixtures/arrow_samples.ts";
+import { fileURLToPath } from "node:url";
 
-const DEMO_CONFIG = new URL("../../configs/demo.yaml", import.meta.url).pathname;
+const DEMO_CONFIG = fileURLToPath(new URL("../../configs/demo.yaml", import.meta.url));
 
 /** Held-out accuracy, calculator use and successful calls of `adapter`, evaluated afresh. */
 async function evaluateAdapter(config: Config, hash: string, adapter: string, step: number) {

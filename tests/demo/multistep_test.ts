@@ -35,8 +35,9 @@ import { loadTools, toolSpecs } from "../../lib/tools/registry.ts";
 import { forcedStartPolicy } from "../../lib/demo/forced_start.ts";
 import { TeacherPolicy } from "../../lib/demo/teacher.ts";
 import type { Policy } from "../../lib/engine/policy.ts";
+import { fileURLToPath } from "node:url";
 
-const MULTISTEP = new URL("../../configs/demo_multistep.yaml", import.meta.url).pathname;
+const MULTISTEP = fileURLToPath(new URL("../../configs/demo_multistep.yaml", import.meta.url));
 
 Deno.test("calculatorCalls: the whole expression, or one call per step when the calculator is limited", () => {
   const task: Task = {

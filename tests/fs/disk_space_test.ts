@@ -13,8 +13,9 @@ import { join } from "node:path";
 import { listFromArrays, writeStageFile } from "../../lib/arrow/mod.ts";
 import { SAMPLE_META, sampleColumns } from "../fixtures/arrow_samples.ts";
 import { makeTinyModel } from "../helpers/tiny_model.ts";
+import { fileURLToPath } from "node:url";
 
-const ROOT = new URL("../..", import.meta.url).pathname;
+const ROOT = fileURLToPath(new URL("../..", import.meta.url));
 const FIXTURE = "tests/fixtures/disk_full_case.ts";
 
 /** Why a private tmpfs cannot be mounted here, or null when it can. */

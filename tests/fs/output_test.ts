@@ -18,8 +18,9 @@ import { SAMPLE_META, sampleColumns } from "../fixtures/arrow_samples.ts";
 import { makeTinyModel } from "../helpers/tiny_model.ts";
 import { makeRunDir } from "../fixtures/run_dir.ts";
 import { denoRunArgs } from "../helpers/commands.ts";
+import { fileURLToPath } from "node:url";
 
-const ROOT = new URL("../..", import.meta.url).pathname.replace(/\/$/, "");
+const ROOT = fileURLToPath(new URL("../..", import.meta.url)).replace(/\/$/, "");
 
 interface Run {
   code: number;

@@ -13,9 +13,10 @@
 import assert from "node:assert/strict";
 import { join, relative } from "node:path";
 import { sha256Hex } from "../../lib/fs/sha256.ts";
+import { fileURLToPath } from "node:url";
 
 /** The repository root. */
-export const ROOT = new URL("../..", import.meta.url).pathname.replace(/\/$/, "");
+export const ROOT = fileURLToPath(new URL("../..", import.meta.url)).replace(/\/$/, "");
 
 export interface CommandResult {
   code: number;

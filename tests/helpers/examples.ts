@@ -8,8 +8,9 @@
 
 import assert from "node:assert/strict";
 import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
 
-export const ROOT = new URL("../..", import.meta.url).pathname;
+export const ROOT = fileURLToPath(new URL("../..", import.meta.url));
 
 /** One command line as shown, and where. */
 export interface Example {

@@ -4,8 +4,9 @@
  */
 import assert from "node:assert/strict";
 import { findExecutable } from "../../lib/tools/sandbox_command.ts";
+import { fileURLToPath } from "node:url";
 
-const ROOT = new URL("../..", import.meta.url).pathname;
+const ROOT = fileURLToPath(new URL("../..", import.meta.url));
 const HAVE_NPX = (await findExecutable("npx")) !== undefined;
 
 Deno.test({

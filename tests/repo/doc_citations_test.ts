@@ -7,8 +7,9 @@
 
 import assert from "node:assert/strict";
 import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 
-const ROOT = new URL("../..", import.meta.url).pathname;
+const ROOT = fileURLToPath(new URL("../..", import.meta.url));
 const DOCS = [
   "README.md",
   ...[...Deno.readDirSync(join(ROOT, "docs"))].filter((e) => e.name.endsWith(".md")).map((e) =>

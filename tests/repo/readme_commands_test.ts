@@ -14,8 +14,9 @@ import { join } from "node:path";
 import { loadConfig } from "../../lib/config/load.ts";
 import { optionsFromArgs } from "../../scripts/make_model.ts";
 import { denoRunArgs } from "../helpers/commands.ts";
+import { fileURLToPath } from "node:url";
 
-const ROOT = new URL("../..", import.meta.url).pathname;
+const ROOT = fileURLToPath(new URL("../..", import.meta.url));
 /** Tasks whose lines are not stage command lines (the test runner, the linters, the benchmarks). */
 const NOT_CHECKED = new Set(["test", "check", "bench"]);
 /** Placeholders in usage text, not real keys. */

@@ -14,8 +14,9 @@ import { buildDemoModel } from "../../lib/demo/model.ts";
 import { readStageFile } from "../../lib/arrow/read.ts";
 import { loadTokenizer } from "../../lib/model/tokenizer.ts";
 import { runLoop } from "../../lib/run/loop.ts";
+import { fileURLToPath } from "node:url";
 
-const ROOT = new URL("../..", import.meta.url).pathname;
+const ROOT = fileURLToPath(new URL("../..", import.meta.url));
 
 Deno.test("GRPO through the loop raises a toy reward by a clear margin", async () => {
   const dir = await Deno.makeTempDir({ prefix: "learning-" });

@@ -13,8 +13,9 @@ import { LocalPolicy } from "../../lib/engine/local_policy.ts";
 import { startServer } from "../../lib/serve/serve.ts";
 import { denoRunArgs } from "../helpers/commands.ts";
 import { makeTinyModel } from "../helpers/tiny_model.ts";
+import { fileURLToPath } from "node:url";
 
-const ROOT = new URL("../..", import.meta.url).pathname;
+const ROOT = fileURLToPath(new URL("../..", import.meta.url));
 const MAX_TOKENS = 512;
 
 async function writeConfig(dir: string, model: string, url: string): Promise<string> {

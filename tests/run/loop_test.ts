@@ -19,8 +19,9 @@ import { runLoop } from "../../lib/run/loop.ts";
 import { Trainer } from "../../lib/train/trainer.ts";
 import { exists } from "../helpers/commands.ts";
 import { fileHash, loop, stageOn, tinyLoopConfig, wholeAndResumed } from "../helpers/loop_runs.ts";
+import { fileURLToPath } from "node:url";
 
-const ROOT = new URL("../..", import.meta.url).pathname;
+const ROOT = fileURLToPath(new URL("../..", import.meta.url));
 
 function setup(): Promise<{ dir: string; config: string }> {
   return tinyLoopConfig("loop-test-");

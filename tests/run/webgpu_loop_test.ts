@@ -11,8 +11,9 @@ import { readStageFile } from "../../lib/arrow/read.ts";
 import { exists, stage } from "../helpers/commands.ts";
 import { makeTinyModel } from "../helpers/tiny_model.ts";
 import { webgpuTest } from "../helpers/webgpu.ts";
+import { fileURLToPath } from "node:url";
 
-const ROOT = new URL("../..", import.meta.url).pathname;
+const ROOT = fileURLToPath(new URL("../..", import.meta.url));
 
 webgpuTest("a 2-step deno task loop with model.ep webgpu runs end to end", async () => {
   const dir = await Deno.makeTempDir({ prefix: "webgpu-loop-" });

@@ -8,8 +8,9 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import { readStageFile } from "../../lib/arrow/read.ts";
 import { readWithFlechette, readWithPolars } from "../helpers/interop.ts";
+import { fileURLToPath } from "node:url";
 
-const ROOT = new URL("../..", import.meta.url).pathname;
+const ROOT = fileURLToPath(new URL("../..", import.meta.url));
 const SMALL = [
   "--rollout.tasks_per_step=2",
   "--rollout.group_size=2",

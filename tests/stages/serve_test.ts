@@ -9,8 +9,11 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import { makeTinyModel } from "../helpers/tiny_model.ts";
 import { assertRefused, command, denoRunArgs } from "../helpers/commands.ts";
+import { fileURLToPath } from "node:url";
+import { writeStageFile } from "../../lib/arrow/mod.ts";
+import { SAMPLE_META, sampleColumns } from "../fixtures/arrow_samples.ts";
 
-const ROOT = new URL("../..", import.meta.url).pathname;
+const ROOT = fileURLToPath(new URL("../..", import.meta.url));
 
 /** The serve stage in `cwd` with a config naming `model`, on any free port. */
 function serveStage(cwd: string, config: string, extra: string[] = []) {
@@ -184,6 +187,24 @@ Deno.test("serve --record: an existing DIR/rollouts.arrow not of ours is refused
   assert.equal(stderr.split("\n").length, 1, stderr);
   assert.match(stderr, /--record \S*rollouts\.arrow: it already exists/);
   assert.equal(await Deno.readTextFile(join(record, "rollouts.arrow")), "not ours", "nothing was changed");
+});
+
+Deno.test("serve --record --overwrite: an existing DIR/rollouts.arrow of ours passes the output check", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "serve-stage-" });
+  // A model directory that passes the argument checks but cannot load: the run stops there, after the check.
+  const model = join(dir, "model");
+  await Deno.mkdir(model);
+  await Deno.copyFile(join(await makeTinyModel(), "config.json"), join(model, "config.json"));
+  const record = join(dir, "rec");
+  await Deno.mkdir(record);
+  await writeStageFile(join(record, "rollouts.arrow"), "rollouts", sampleColumns("rollouts", 2), SAMPLE_META);
+  const config = await configFor(dir, model);
+  const refused = await serveStage(dir, config, ["--record", record]).output();
+  assert.match(new TextDecoder().decode(refused.stderr), /already holds a rollouts stage file.*pass --overwrite/);
+  const out = await serveStage(dir, config, ["--record", record, "--overwrite"]).output();
+  const stderr = new TextDecoder().decode(out.stderr);
+  assert.notEqual(out.code, 0, "the model cannot load");
+  assert.doesNotMatch(stderr, /already holds/, "--overwrite reached the output check");
 });
 
 Deno.test("serve: a busy port is refused in one line, exit 2, before the model loads", async () => {
