@@ -200,7 +200,10 @@ Deno.test("serve --record --overwrite: an existing DIR/rollouts.arrow of ours pa
   await writeStageFile(join(record, "rollouts.arrow"), "rollouts", sampleColumns("rollouts", 2), SAMPLE_META);
   const config = await configFor(dir, model);
   const refused = await serveStage(dir, config, ["--record", record]).output();
-  assert.match(new TextDecoder().decode(refused.stderr), /already holds a rollouts stage file.*pass --overwrite/);
+  assert.match(
+    new TextDecoder().decode(refused.stderr),
+    /already holds a rollouts stage file.*pass --overwrite/,
+  );
   const out = await serveStage(dir, config, ["--record", record, "--overwrite"]).output();
   const stderr = new TextDecoder().decode(out.stderr);
   assert.notEqual(out.code, 0, "the model cannot load");
