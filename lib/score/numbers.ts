@@ -1,6 +1,7 @@
 /**
  * Numbers as people and models write them: `1,234.5`, `$12`, `-3`, `−3` (U+2212), `3/4`, `1 1/2`,
- * `\frac{3}{4}`, `1.5e3`, `50%`, `12 cm`, `7.`; and the tolerance under which two numbers are equal.
+ * `\frac{3}{4}`, `2\frac{1}{2}`, `1{,}000`, `1\,000`, `1.5e3`, `50%`, `12 cm`, `7.`; and the tolerance under
+ * which two numbers are equal.
  *
  * Equality (a choice, documented in docs/rewards.md): |pred − ref| ≤ 1e-6 · max(1, |ref|), or the
  * prediction is written with d ≥ 2 decimals and equals ref rounded to d decimals (`0.33` for 1/3,
@@ -25,6 +26,11 @@ export function cleanNumberText(text: string): string {
     // Full-width and other compatibility digits ("７") as ASCII, as exact_match normalises them.
     .normalize("NFKC")
     .replace(/\u2212/g, "-")
+    // LaTeX thousands separators between digit groups: `1{,}000`, `1\,000` (a thin space).
+    .replace(/(\d)\{,\}(?=\d{3}(?!\d))/g, "$1,")
+    .replace(/(\d)\\,(?=\d{3}(?!\d))/g, "$1")
+    // A whole number before a fraction is a mixed number: `2\frac{1}{2}` is 2 1/2, not 21/2.
+    .replace(/(\d)\s*(?=\\[dt]?frac\{)/g, "$1 ")
     .replace(/\\[dt]?frac\{([^{}]*)\}\{([^{}]*)\}/g, "($1)/($2)")
     .replace(/\\text\{([^{}]*)\}/g, " $1 ")
     .replace(/\\[,!; ]|\\left|\\right|\^\\circ|\\%|\\\$/g, " ")
