@@ -134,8 +134,16 @@ function checkKindAndVersion(path: string, kind: StageKind, actual: StageKind, v
 function checkColumns(path: string, kind: StageKind, table: Table): void {
   const decl = resolveKind(kind);
   for (const c of decl.allColumns) {
-    const field = table.schema.fields.find((f) => f.name === c.name);
+    const fields = table.schema.fields.filter((f) => f.name === c.name);
+    const field = fields[0];
     const fix = `${rerunHint(c.stage)} to rewrite it`;
+    if (fields.length > 1) {
+      // A stage reads the first, the value checks saw the last: one name, one column.
+      throw new UserError(`stage file ${path}: column "${c.name}"`, {
+        why: `the file has ${fields.length} columns of that name`,
+        fix,
+      });
+    }
     if (!field) {
       throw new UserError(`stage file ${path}: column "${c.name}"`, {
         why: `it is missing (expected ${typeName(c.type)}: ${c.doc})`,

@@ -5,7 +5,16 @@
  */
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { Float64, type Vector, vectorFromArray } from "apache-arrow";
+import {
+  Float64,
+  makeData,
+  RecordBatch,
+  Schema,
+  Struct,
+  Table,
+  type Vector,
+  vectorFromArray,
+} from "apache-arrow";
 import {
   appendColumns,
   buildTable,
@@ -354,6 +363,18 @@ Deno.test("wrong kind, other format_version, missing column and wrong column typ
     "format_version is 2",
     "format_version 1",
   );
+
+  // A column twice (pyarrow can write that): the stages read the first of a name, the checks saw the last.
+  const good = editedTable(() => {});
+  const twice = new Schema(
+    [good.schema.fields.find((f) => f.name === "sampled")!, ...good.schema.fields],
+    good.schema.metadata,
+  );
+  const [batch] = good.batches;
+  const children = [batch.getChild("sampled")!.data[0], ...batch.data.children];
+  const data = makeData({ type: new Struct(twice.fields), length: batch.numRows, nullCount: 0, children });
+  await writeRaw(path, new Table([new RecordBatch(twice, data)]));
+  await assertUserError(() => readStageFile(path, "rollouts"), 'column "sampled"', "2 columns of that name");
 
   await writeRaw(path, editedTable((_, cols) => delete cols.logprobs));
   await assertUserError(
