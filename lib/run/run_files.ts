@@ -37,18 +37,23 @@ export async function keepRows(layout: RunLayout, done: number): Promise<Record<
   return rows.filter((r) => Number(r.step) <= done);
 }
 
-/** Writes every row so far as `metrics.arrow`. */
+/**
+ * Writes every row so far as `metrics.arrow`: a column for every metric any row has (a metric that first
+ * appears after a resume, or a tool status first seen at a later step, is NaN in the rows before it).
+ */
 export async function writeRunMetrics(
   layout: RunLayout,
   rows: readonly Record<string, number>[],
   config: Config,
   configHash: string,
 ): Promise<void> {
-  const names = Object.keys(rows[0]);
+  const names = [...new Set(rows.flatMap((r) => Object.keys(r)))];
+  const value = (r: Record<string, number>, k: string) => (k in r ? r[k] : NaN);
   const columns = Object.fromEntries(
-    names.map((
+    names.map((k) => [
       k,
-    ) => [k, k === "step" ? Int32Array.from(rows, (r) => r[k]) : Float64Array.from(rows, (r) => r[k])]),
+      k === "step" ? Int32Array.from(rows, (r) => r[k]) : Float64Array.from(rows, (r) => value(r, k)),
+    ]),
   );
   await writeStageFile(layout.metrics, "run_metrics", columns, {
     config_hash: configHash,
