@@ -12,7 +12,8 @@
  * - the policy that sampled them: the `policy_version` column's values;
  * - the columns (names and types), e.g. the same reward components in scored files.
  * `created_at` and `input_hashes` may differ. The same file given twice (equal sha256) is refused: read as
- * one it would count every episode twice. The merged file's `sha256` lists its parts' hashes
+ * one it would count every episode twice; so are parts that share an episode or a group id (a shard
+ * written twice, or the same shard of two steps). The merged file's `sha256` lists its parts' hashes
  * comma-separated in order, so the next file's `input_hashes` names every shard it was made from, and
  * its `input_hashes` joins the parts' distinct values per key the same way.
  *
@@ -53,6 +54,7 @@ export function mergeStageFiles(files: readonly StageFile[]): StageFile {
   const [first, ...rest] = files;
   for (const file of rest) checkSameSource(first, file);
   refuseRepeats(files); // after: parts that differ are named by the field they differ in
+  refuseSharedRows(files);
   const table: Table = first.table.concat(...rest.map((f) => f.table));
   const metadata: StageMetadata = { ...first.metadata, input_hashes: joinedInputHashes(files) };
   return new StageFile(
@@ -76,6 +78,32 @@ function refuseRepeats(files: readonly StageFile[]): void {
       });
     }
     seen.set(file.sha256, file);
+  }
+}
+
+/**
+ * Refuses two parts that hold one episode, or one group: the same shard written twice (its bytes differ by
+ * `created_at`), or the same shard of two steps, whose group ids coincide, so the mask stage would pool two
+ * tasks' episodes as one group. Shards of one step hold disjoint groups (lib/rollout/tasks.ts).
+ */
+function refuseSharedRows(files: readonly StageFile[]): void {
+  for (const column of ["episode_id", "group_id"] as const) {
+    const owner = new Map<unknown, StageFile>();
+    for (const file of files) {
+      if (!file.has(column)) continue;
+      for (const value of new Set(file.column(column))) {
+        const earlier = owner.get(value);
+        if (earlier) {
+          throw new UserError(`merging ${earlier.path} and ${file.path}`, {
+            value: `${column} ${value}`,
+            why: `both hold it, so they are not disjoint shards of one step (a shard written twice, or the ` +
+              "same shard of two steps)",
+            fix: "pass each shard of the step once",
+          });
+        }
+        owner.set(value, file);
+      }
+    }
   }
 }
 

@@ -61,14 +61,14 @@ async function testConfig(extra: Array<[string, string]> = []): Promise<{ config
   return { config, hash };
 }
 
-/** Writes the rollouts of `shard` (or the whole step) to `path`. */
-async function writeRollouts(path: string, shard?: Shard, extra: Array<[string, string]> = []) {
+/** Writes the rollouts of `shard` (or the whole step) of `step` to `path`. */
+async function writeRollouts(path: string, shard?: Shard, extra: Array<[string, string]> = [], step = STEP) {
   const { config, hash } = await testConfig(extra);
   const session = sessionOn(config, hash, await makeTinyModel());
   const policy = new SeededScript(await session.tokenizer());
-  const tasks = tasksForStep(TASKS, STEP, config.rollout.tasks_per_step, shard);
+  const tasks = tasksForStep(TASKS, step, config.rollout.tasks_per_step, shard);
   const out = await rollout(session, tasks, {
-    step: STEP,
+    step,
     policy,
     groupIds: stepGroupIds(tasks.length, shard),
   });
@@ -175,6 +175,22 @@ Deno.test("shards of another policy version or configuration are refused naming 
   assert.throws(
     () => mergeStageFiles([fa, relabelled]),
     /a\.arrow and c\.arrow: they differ in metadata adapter/,
+  );
+});
+
+Deno.test("a shard written twice, or the same shard of two steps, is refused: they share episodes or groups", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "shards-shared-" });
+  const [a, again, later] = ["a.arrow", "a-again.arrow", "a-later.arrow"].map((f) => join(dir, f));
+  await writeRollouts(a, { index: 0, count: 2 });
+  await writeRollouts(again, { index: 0, count: 2 }); // the same rows, another created_at
+  await writeRollouts(later, { index: 0, count: 2 }, [], STEP + 1);
+  await assert.rejects(
+    readStageFiles([a, again], "rollouts"),
+    /a\.arrow and .*a-again\.arrow \(got "episode_id /,
+  );
+  await assert.rejects(
+    readStageFiles([a, later], "rollouts"),
+    /a\.arrow and .*a-later\.arrow \(got "group_id /,
   );
 });
 
