@@ -9,6 +9,8 @@
  * @module
  */
 
+import { UserError } from "../errors.ts";
+
 /** Named tensors: parameters, gradients, or optimizer moments. */
 export type Tensors = Map<string, Float32Array>;
 
@@ -57,7 +59,16 @@ export function initOptimizerState(name: "adamw" | "sgd", params: Tensors): Opti
  */
 export function momentStepsOf(metadata: Readonly<Record<string, string>>, step: number): number {
   const saved = metadata.moment_steps;
-  return saved === undefined ? step : Number(saved);
+  if (saved === undefined) return step;
+  const n = Number(saved);
+  if (!Number.isInteger(n) || n < 0 || n > step) {
+    throw new UserError("optimizer state: moment_steps", {
+      value: saved,
+      why: `it must count the moments' steps, from 0 to the state's step ${step}`,
+      fix: "restore the checkpoint from a good copy, or start from its adapter alone",
+    });
+  }
+  return n;
 }
 
 /** The update rule's own settings (the learning rate comes per step, from the schedule). */

@@ -7,6 +7,7 @@ import assert from "node:assert/strict";
 import {
   clipGradNorm,
   initOptimizerState,
+  momentStepsOf,
   optimizerStep,
   type ScheduleConfig,
   scheduledLr,
@@ -120,6 +121,11 @@ Deno.test("a checkpoint resumed with another optimizer keeps its step for the sc
   assert.deepEqual([again.optimizer.step, again.optimizer.momentSteps], [1001, 1]);
   assert.deepEqual(again.optimizer.m, resumed.optimizer.m);
   await Deno.remove(dir, { recursive: true });
+  // A file from before the two counts: moments as old as the step. A count that cannot be: refused.
+  assert.equal(momentStepsOf({}, 7), 7);
+  for (const bad of ["x", "-1", "8", "1.5"]) {
+    assert.throws(() => momentStepsOf({ moment_steps: bad }, 7), /moment_steps \(got /);
+  }
 });
 
 Deno.test("SGD subtracts lr · (g + wd · p); clipping scales to the max norm and reports the norm before", () => {
