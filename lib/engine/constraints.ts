@@ -78,7 +78,8 @@ export function rowConstraints(
 
 /**
  * The ids the row may sample: `allowedTokenIds`, narrowed inside a guided tool call (whose banned ids
- * are already biased to −∞); undefined: any.
+ * are already biased to −∞); undefined: any. Where no id is both listed and in the call's grammar, the
+ * call's ids: a row with no id would be fed as unconstrained (feeds.ts), so the turn would sample anything.
  */
 function allowedIds(
   listed: readonly number[] | undefined,
@@ -87,7 +88,8 @@ function allowedIds(
   if (guided === null || guided.banned) return listed;
   if (listed === undefined) return guided.ids;
   const keep = new Set(listed);
-  return guided.ids.filter((id) => keep.has(id));
+  const both = guided.ids.filter((id) => keep.has(id));
+  return both.length > 0 ? both : guided.ids;
 }
 
 /** Whether `tokens` ends with the first `n` entries of `word` (n = 0: always). */

@@ -10,6 +10,7 @@
 import assert from "node:assert/strict";
 import { CallGrammar, type GuidedTool, STRING_BIDI_CONTROLS } from "../../lib/engine/call_grammar.ts";
 import { guidedTokenIds } from "../../lib/engine/tool_call_guide.ts";
+import { rowConstraints } from "../../lib/engine/constraints.ts";
 import { LocalPolicy } from "../../lib/engine/local_policy.ts";
 import { loadTokenizer } from "../../lib/model/tokenizer.ts";
 import { guidedTool, toolCallGuide } from "../../lib/rollout/guided_calls.ts";
@@ -123,6 +124,11 @@ Deno.test("a guide whose call the prompt opened (opened) guides from the first s
   assert.equal(guidedTokenIds(guide, rest), null, "after </tool_call> nothing is guided");
   const { opened: _, ...plain } = guide;
   assert.equal(guidedTokenIds(plain, []), null, "without opened, a turn starts outside any call");
+  // An allowed list with no id of the call's grammar: the call's ids, not a row with none (read as any id).
+  const prose = tokenizer.encode("Sure thing");
+  const row = rowConstraints({ toolCalls: guide, allowedTokenIds: prose }, rest.slice(0, 2));
+  assert.ok(row?.onlyListed && row.ids.length > 0, "a row that still lists ids");
+  assert.deepEqual(row!.ids, [...new Set(guidedTokenIds(guide, rest.slice(0, 2)))]);
 });
 
 Deno.test("a random model writes parseable calls with the guide, and broken ones without it", async () => {
