@@ -38,11 +38,7 @@ async function configFor(dir: string, model: string): Promise<string> {
 }
 
 Deno.test("serve: a missing adapter_root is refused in one line, exit 2, before the model loads", async () => {
-  const dir = await Deno.makeTempDir({ prefix: "serve-stage-" });
-  // A model directory that passes the argument checks but cannot load: a later refusal would say so.
-  const model = join(dir, "model");
-  await Deno.mkdir(model);
-  await Deno.copyFile(join(await makeTinyModel(), "config.json"), join(model, "config.json"));
+  const { dir, model } = await unloadableModel();
   const missing = join(dir, "no-such-root");
   const out = await serveStage(dir, await configFor(dir, model), [`--serve.adapter_root=${missing}`])
     .output();
@@ -173,11 +169,20 @@ async function exists(path: string): Promise<boolean> {
   }
 }
 
-Deno.test("serve --record: an existing DIR/rollouts.arrow not of ours is refused in one line, exit 2, left as it was", async () => {
+/**
+ * A temporary directory holding `model/`, a model directory that passes the argument checks but cannot load
+ * (its config.json alone): a run stops there, after the checks before the model loads.
+ */
+async function unloadableModel(): Promise<{ dir: string; model: string }> {
   const dir = await Deno.makeTempDir({ prefix: "serve-stage-" });
   const model = join(dir, "model");
   await Deno.mkdir(model);
   await Deno.copyFile(join(await makeTinyModel(), "config.json"), join(model, "config.json"));
+  return { dir, model };
+}
+
+Deno.test("serve --record: an existing DIR/rollouts.arrow not of ours is refused in one line, exit 2, left as it was", async () => {
+  const { dir, model } = await unloadableModel();
   const record = join(dir, "rec");
   await Deno.mkdir(record);
   await Deno.writeTextFile(join(record, "rollouts.arrow"), "not ours");
@@ -190,11 +195,7 @@ Deno.test("serve --record: an existing DIR/rollouts.arrow not of ours is refused
 });
 
 Deno.test("serve --record --overwrite: an existing DIR/rollouts.arrow of ours passes the output check", async () => {
-  const dir = await Deno.makeTempDir({ prefix: "serve-stage-" });
-  // A model directory that passes the argument checks but cannot load: the run stops there, after the check.
-  const model = join(dir, "model");
-  await Deno.mkdir(model);
-  await Deno.copyFile(join(await makeTinyModel(), "config.json"), join(model, "config.json"));
+  const { dir, model } = await unloadableModel();
   const record = join(dir, "rec");
   await Deno.mkdir(record);
   await writeStageFile(join(record, "rollouts.arrow"), "rollouts", sampleColumns("rollouts", 2), SAMPLE_META);
@@ -211,11 +212,7 @@ Deno.test("serve --record --overwrite: an existing DIR/rollouts.arrow of ours pa
 });
 
 Deno.test("serve: a busy port is refused in one line, exit 2, before the model loads", async () => {
-  const dir = await Deno.makeTempDir({ prefix: "serve-stage-" });
-  // A model directory that passes the argument checks but cannot load: a later refusal would say so.
-  const model = join(dir, "model");
-  await Deno.mkdir(model);
-  await Deno.copyFile(join(await makeTinyModel(), "config.json"), join(model, "config.json"));
+  const { dir, model } = await unloadableModel();
   const busy = Deno.listen({ hostname: "127.0.0.1", port: 0 });
   try {
     const port = (busy.addr as Deno.NetAddr).port;
@@ -234,10 +231,7 @@ Deno.test("serve: a busy port is refused in one line, exit 2, before the model l
 });
 
 Deno.test("serve: the API key is read from DENO_RL_API_KEY, and --help says to prefer it to the flag", async () => {
-  const dir = await Deno.makeTempDir({ prefix: "serve-stage-" });
-  const model = join(dir, "model");
-  await Deno.mkdir(model);
-  await Deno.copyFile(join(await makeTinyModel(), "config.json"), join(model, "config.json"));
+  const { dir, model } = await unloadableModel();
   const busy = Deno.listen({ hostname: "0.0.0.0", port: 0 });
   try {
     const port = String((busy.addr as Deno.NetAddr).port);
