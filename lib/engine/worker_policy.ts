@@ -234,14 +234,14 @@ class WorkerPolicy implements Policy {
     let stopping = false;
     // A listener that throws ends its turn with its error, as on this thread (scheduler.ts `#accept`); the
     // error is kept here, since a throw inside the worker's message handler would reach no caller.
-    let failed: { error: unknown } | null = null;
+    const listener = { failed: false, error: undefined as unknown };
     this.#channel.listen(key, (event) => {
-      if (failed) return;
+      if (listener.failed) return;
       let stop: boolean;
       try {
         stop = onToken(event) === true;
       } catch (error) {
-        failed = { error };
+        Object.assign(listener, { failed: true, error });
         stop = true;
       }
       if (stop && !stopping) {
@@ -251,7 +251,7 @@ class WorkerPolicy implements Policy {
     });
     try {
       const generation = await this.#channel.call<Generation>("seqGenerate", id, rest, key);
-      if (failed) throw (failed as { error: unknown }).error;
+      if (listener.failed) throw listener.error;
       return generation;
     } finally {
       this.#channel.unlisten(key);

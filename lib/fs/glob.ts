@@ -67,7 +67,7 @@ function patternChar(c: string): string {
 
 /** A file, or a link to one (a shard linked in from elsewhere is a shard: a glob must not skip it silently). */
 async function isFileOrLinkToOne(dir: string, entry: Deno.DirEntry): Promise<boolean> {
-  if (entry.isFile || !entry.isSymlink) return entry.isFile;
+  if (!entry.isSymlink) return entry.isFile;
   try {
     return (await Deno.stat(join(dir, entry.name))).isFile;
   } catch {
